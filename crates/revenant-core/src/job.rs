@@ -1,0 +1,479 @@
+//! The job model: what a job is, the states it moves through, and the record of every
+//! failed attempt.
+//!
+//! ```text
+//!            enqueue
+//!               │
+//!               ▼
+//!   ┌──────► ready ◄──────────────┐ retry (backoff) / snooze / release
+//!   │           │ claim           │
+//!   │           ▼                 │
+//!   │        running ─────────────┘
+//!   │        │  │  │
+//!   │        │  │  └──► cancelled   (operator or handler; also from ready)
+//!   │        │  └─────► completed
+//!   │        ▼
+//!   └────── dead     (permanent, attempts_exhausted, lease_expired,
+//!  redrive           decode_error, unknown_kind)
+//! ```
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::error::InputError;
+use crate::names;
+
+/// A point in time. Stored with millisecond precision by every backend, so tests that
+/// pin the clock should pin whole milliseconds.
+pub type Timestamp = DateTime<Utc>;
+
+/// A job's identifier, unique within one database.
+pub type JobId = i64;
+
+/// The proof that a worker holds a job's lease. Every transition of a running job is
+/// fenced on it: a call with a stale token changes nothing.
+///
+/// Tokens are random and below 2^53 so they survive a round trip through JSON in any
+/// language (JavaScript numbers lose precision above that).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct LeaseToken(pub i64);
+
+impl LeaseToken {
+    /// A fresh random token.
+    pub fn random() -> Self {
+        use rand::Rng;
+        LeaseToken(rand::rng().random_range(1..(1_i64 << 53)))
+    }
+}
+
+impl fmt::Display for LeaseToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Where a job is in its life. See the module docs for the diagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Waiting for `run_at`: new, scheduled and retrying jobs alike.
+    Ready,
+    /// Claimed by a worker and leased until `lease_expires_at`.
+    Running,
+    /// The handler succeeded. Terminal.
+    Completed,
+    /// The dead-letter state: not tried again until redriven. Terminal.
+    Dead,
+    /// Cancelled by an operator or by the handler. Terminal.
+    Cancelled,
+}
+
+impl JobState {
+    /// Every state, in the order the docs list them.
+    pub const ALL: [JobState; 5] = [
+        JobState::Ready,
+        JobState::Running,
+        JobState::Completed,
+        JobState::Dead,
+        JobState::Cancelled,
+    ];
+
+    /// The name used in SQL, the CLI, JSON and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Ready => "ready",
+            JobState::Running => "running",
+            JobState::Completed => "completed",
+            JobState::Dead => "dead",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    /// Terminal states never change except by redrive (dead → ready).
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Completed | JobState::Dead | JobState::Cancelled
+        )
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for JobState {
+    type Err = InputError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        JobState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| InputError::new("status", format!("unknown status {s:?}; expected one of ready, running, completed, dead, cancelled")))
+    }
+}
+
+/// Why a job is dead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeadReason {
+    /// The handler said the failure will never pass.
+    Permanent,
+    /// Transient failures used up every attempt.
+    AttemptsExhausted,
+    /// The last attempt's lease expired (the worker died or stalled) and no attempt was
+    /// left. This is how a job that kills its worker stops killing workers.
+    LeaseExpired,
+    /// The payload did not decode into the handler's type.
+    DecodeError,
+    /// No handler is registered for the job's kind.
+    UnknownKind,
+}
+
+impl DeadReason {
+    /// Every reason, in the order the docs list them.
+    pub const ALL: [DeadReason; 5] = [
+        DeadReason::Permanent,
+        DeadReason::AttemptsExhausted,
+        DeadReason::LeaseExpired,
+        DeadReason::DecodeError,
+        DeadReason::UnknownKind,
+    ];
+
+    /// The name used in SQL, the CLI, JSON and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadReason::Permanent => "permanent",
+            DeadReason::AttemptsExhausted => "attempts_exhausted",
+            DeadReason::LeaseExpired => "lease_expired",
+            DeadReason::DecodeError => "decode_error",
+            DeadReason::UnknownKind => "unknown_kind",
+        }
+    }
+}
+
+impl fmt::Display for DeadReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for DeadReason {
+    type Err = InputError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        DeadReason::ALL
+            .into_iter()
+            .find(|reason| reason.as_str() == s)
+            .ok_or_else(|| InputError::new("reason", format!("unknown dead reason {s:?}; expected one of permanent, attempts_exhausted, lease_expired, decode_error, unknown_kind")))
+    }
+}
+
+/// The class of one failed attempt, as recorded in the error history and in metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    /// An error that may pass by itself.
+    Transient,
+    /// An error that never will.
+    Permanent,
+    /// The handler panicked (treated as transient).
+    Panic,
+    /// The attempt ran past its timeout (treated as transient).
+    Timeout,
+    /// The lease expired before the attempt finished (worker died or stalled).
+    LeaseExpired,
+    /// The payload did not decode.
+    DecodeError,
+    /// No handler for the kind.
+    UnknownKind,
+}
+
+impl FailureClass {
+    /// The name used in JSON, logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::Transient => "transient",
+            FailureClass::Permanent => "permanent",
+            FailureClass::Panic => "panic",
+            FailureClass::Timeout => "timeout",
+            FailureClass::LeaseExpired => "lease_expired",
+            FailureClass::DecodeError => "decode_error",
+            FailureClass::UnknownKind => "unknown_kind",
+        }
+    }
+}
+
+impl fmt::Display for FailureClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One failed attempt in a job's error history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorEntry {
+    /// Which attempt failed (1-based, as counted at claim).
+    pub attempt: i32,
+    /// When the failure was recorded (the store's clock).
+    pub at: Timestamp,
+    /// What kind of failure it was.
+    pub class: FailureClass,
+    /// The error message, truncated to [`ErrorEntry::MAX_MESSAGE_BYTES`].
+    pub message: String,
+    /// The worker that ran the attempt, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+}
+
+impl ErrorEntry {
+    /// Messages longer than this are cut (on a character boundary) with a marker, so
+    /// one chatty error cannot bloat every row.
+    pub const MAX_MESSAGE_BYTES: usize = 4096;
+
+    /// How many entries a job keeps. The newest are kept; each entry carries its
+    /// attempt number, so a cut history still says which attempts it covers.
+    pub const HISTORY_LIMIT: usize = 25;
+
+    /// Cuts a message to [`ErrorEntry::MAX_MESSAGE_BYTES`].
+    pub fn truncate_message(message: &str) -> String {
+        if message.len() <= Self::MAX_MESSAGE_BYTES {
+            return message.to_string();
+        }
+        let mut end = Self::MAX_MESSAGE_BYTES;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}… [truncated]", &message[..end])
+    }
+}
+
+/// A job as stored, with its bookkeeping.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// The job's id.
+    pub id: JobId,
+    /// The queue it belongs to.
+    pub queue: String,
+    /// The kind: the name its handler is registered under.
+    pub kind: String,
+    /// The JSON payload handed to the handler.
+    pub payload: serde_json::Value,
+    /// Where the job is in its life.
+    pub status: JobState,
+    /// Higher runs first among due jobs of a queue. Default 0.
+    pub priority: i32,
+    /// Attempts made so far, counted at claim.
+    pub attempts: i32,
+    /// Attempts allowed before the job is dead (fixed at enqueue).
+    pub max_attempts: i32,
+    /// When the job becomes claimable.
+    pub run_at: Timestamp,
+    /// When it was enqueued.
+    pub created_at: Timestamp,
+    /// When the current or last attempt was claimed.
+    pub attempted_at: Option<Timestamp>,
+    /// When it reached a terminal state.
+    pub finished_at: Option<Timestamp>,
+    /// The current lease token while running.
+    pub lease_token: Option<LeaseToken>,
+    /// When the current lease runs out.
+    pub lease_expires_at: Option<Timestamp>,
+    /// The worker holding (or that last held) the lease.
+    pub worker: Option<String>,
+    /// FIFO ordering key: jobs of one group run one at a time, in enqueue order.
+    pub group_key: Option<String>,
+    /// Idempotency key: a second enqueue with it returns this job.
+    pub unique_key: Option<String>,
+    /// A caller's id to follow one piece of work across systems.
+    pub correlation_id: Option<String>,
+    /// Why the job is dead, while it is.
+    pub dead_reason: Option<DeadReason>,
+    /// The newest entry of the error history.
+    pub last_error: Option<ErrorEntry>,
+    /// Every failed attempt, oldest first (bounded; the newest are kept).
+    pub errors: Vec<ErrorEntry>,
+    /// How many times the job has been redriven out of `dead`.
+    pub redrives: i32,
+}
+
+/// A job to enqueue. Build one with [`NewJob::new`] and the `with_*` methods; every
+/// store validates it with [`NewJob::validate`] before writing anything.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewJob {
+    /// Queue name (see [`names`] for what is allowed).
+    pub queue: String,
+    /// Kind name (see [`names`]).
+    pub kind: String,
+    /// JSON payload; at most [`NewJob::MAX_PAYLOAD_BYTES`] when serialized.
+    #[serde(default)]
+    pub payload: serde_json::Value,
+    /// Higher runs first. Default 0; must be within ±1000.
+    #[serde(default)]
+    pub priority: i32,
+    /// When to run it. `None` means now (the store's clock), unless `delay` is set.
+    #[serde(default)]
+    pub run_at: Option<Timestamp>,
+    /// Run after this long (the store's clock). Exclusive with `run_at`.
+    #[serde(default, with = "crate::duration::serde_opt")]
+    pub delay: Option<std::time::Duration>,
+    /// Attempts allowed. `None` takes the policy's `max_attempts`.
+    #[serde(default)]
+    pub max_attempts: Option<i32>,
+    /// FIFO group key.
+    #[serde(default)]
+    pub group_key: Option<String>,
+    /// Idempotency key.
+    #[serde(default)]
+    pub unique_key: Option<String>,
+    /// Correlation id.
+    #[serde(default)]
+    pub correlation_id: Option<String>,
+}
+
+impl NewJob {
+    /// The largest payload accepted, serialized: 1 MiB. A queue row is not a blob
+    /// store; put large data elsewhere and enqueue a reference.
+    pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+    /// The largest delay accepted: 365 days. Anything later is almost surely a unit
+    /// mistake (milliseconds read as seconds).
+    pub const MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(365 * 24 * 3600);
+    /// Priorities are kept small so they stay a hint, not a second scheduler.
+    pub const MAX_PRIORITY: i32 = 1000;
+    /// The most attempts a job may ask for.
+    pub const MAX_ATTEMPTS: i32 = 1000;
+
+    /// A job for `queue` and `kind` with this payload and every option at its default.
+    pub fn new(
+        queue: impl Into<String>,
+        kind: impl Into<String>,
+        payload: serde_json::Value,
+    ) -> Self {
+        NewJob {
+            queue: queue.into(),
+            kind: kind.into(),
+            payload,
+            priority: 0,
+            run_at: None,
+            delay: None,
+            max_attempts: None,
+            group_key: None,
+            unique_key: None,
+            correlation_id: None,
+        }
+    }
+
+    /// Sets the priority.
+    pub fn with_priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Runs the job at `at`.
+    pub fn with_run_at(mut self, at: Timestamp) -> Self {
+        self.run_at = Some(at);
+        self
+    }
+
+    /// Runs the job after `delay`.
+    pub fn with_delay(mut self, delay: std::time::Duration) -> Self {
+        self.delay = Some(delay);
+        self
+    }
+
+    /// Overrides the policy's attempt count for this job.
+    pub fn with_max_attempts(mut self, max_attempts: i32) -> Self {
+        self.max_attempts = Some(max_attempts);
+        self
+    }
+
+    /// Puts the job in a FIFO group.
+    pub fn with_group(mut self, group_key: impl Into<String>) -> Self {
+        self.group_key = Some(group_key.into());
+        self
+    }
+
+    /// Sets an idempotency key.
+    pub fn with_unique_key(mut self, unique_key: impl Into<String>) -> Self {
+        self.unique_key = Some(unique_key.into());
+        self
+    }
+
+    /// Sets a correlation id.
+    pub fn with_correlation_id(mut self, correlation_id: impl Into<String>) -> Self {
+        self.correlation_id = Some(correlation_id.into());
+        self
+    }
+
+    /// Checks every field; the error names the first bad one. Stores call this before
+    /// writing, so a bad job in a batch writes nothing.
+    pub fn validate(&self) -> Result<(), InputError> {
+        names::validate_name("queue", &self.queue)?;
+        names::validate_name("kind", &self.kind)?;
+        let size = serde_json::to_vec(&self.payload)
+            .map_err(|err| InputError::new("payload", format!("cannot be serialized: {err}")))?
+            .len();
+        if size > Self::MAX_PAYLOAD_BYTES {
+            return Err(InputError::new(
+                "payload",
+                format!(
+                    "is {size} bytes; the limit is {} bytes",
+                    Self::MAX_PAYLOAD_BYTES
+                ),
+            ));
+        }
+        if self.priority.abs() > Self::MAX_PRIORITY {
+            return Err(InputError::new(
+                "priority",
+                format!(
+                    "{} is out of range; use -{max}..={max}",
+                    self.priority,
+                    max = Self::MAX_PRIORITY
+                ),
+            ));
+        }
+        if self.run_at.is_some() && self.delay.is_some() {
+            return Err(InputError::new(
+                "delay",
+                "give either run_at or delay, not both",
+            ));
+        }
+        if let Some(delay) = self.delay {
+            if delay > Self::MAX_DELAY {
+                return Err(InputError::new(
+                    "delay",
+                    format!(
+                        "{} is longer than the limit of 365 days",
+                        crate::duration::format(delay)
+                    ),
+                ));
+            }
+        }
+        if let Some(max_attempts) = self.max_attempts {
+            if !(1..=Self::MAX_ATTEMPTS).contains(&max_attempts) {
+                return Err(InputError::new(
+                    "max_attempts",
+                    format!(
+                        "{max_attempts} is out of range; use 1..={}",
+                        Self::MAX_ATTEMPTS
+                    ),
+                ));
+            }
+        }
+        if let Some(key) = &self.group_key {
+            names::validate_key("group_key", key)?;
+        }
+        if let Some(key) = &self.unique_key {
+            names::validate_key("unique_key", key)?;
+        }
+        if let Some(id) = &self.correlation_id {
+            names::validate_key("correlation_id", id)?;
+        }
+        Ok(())
+    }
+}

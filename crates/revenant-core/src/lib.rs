@@ -1,0 +1,34 @@
+//! revenant's core: everything that is not a database.
+//!
+//! - [`job`]: the job model, its states and its error history;
+//! - [`backoff`] and [`policy`]: the retry policy (exponential backoff with jitter,
+//!   attempts, attempt timeout, lease), per kind, per queue and global;
+//! - [`outcome`] and [`decide`]: what a handler says, and the pure function that turns
+//!   it into a state transition;
+//! - [`store`]: the one trait every backend implements, with one params struct per
+//!   operation;
+//! - [`names`] and [`duration`]: input validation shared by every entry point.
+//!
+//! Time: every store call takes an optional `now`. In production it is `None` and the
+//! backend uses its own clock (PostgreSQL's `now()`, the owning process for SQLite);
+//! tests pin it so nothing sleeps.
+
+pub mod backoff;
+pub mod decide;
+pub mod duration;
+pub mod error;
+pub mod job;
+pub mod names;
+pub mod outcome;
+pub mod policy;
+pub mod store;
+
+pub use backoff::{Backoff, Jitter};
+pub use decide::{decide, Transition};
+pub use error::{InputError, StoreError};
+pub use job::{
+    DeadReason, ErrorEntry, FailureClass, Job, JobId, JobState, LeaseToken, NewJob, Timestamp,
+};
+pub use outcome::Outcome;
+pub use policy::{PolicyError, PolicySet, RetryPolicy};
+pub use store::Store;
