@@ -1,0 +1,281 @@
+//! `job_fail`: retry with backoff, dead with a reason, and the bounded history.
+
+use rand::SeedableRng;
+use revenant_core::{decide, Jitter, Outcome, RetryPolicy, Transition};
+
+use super::prelude::*;
+
+/// A retry sends the job back to ready at now + delay with the attempt still spent, and
+/// records the failure.
+pub async fn fail_retry_sets_run_at_and_keeps_the_attempt_spent(store: Arc<dyn Store>) {
+    let stage = Stage::new(store.clone());
+    let running = stage.running(job("q", "k"), t0()).await;
+    let result = store
+        .job_fail(JobFailParams {
+            failures: vec![JobFailure {
+                lease: lease_of(&running),
+                failure: failure(FailureClass::Transient, "503 from provider"),
+                action: FailAction::Retry { delay: secs(20) },
+                worker: Some("w1".into()),
+            }],
+            now: Some(at(5)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(result, vec![Fenced::Applied]);
+    let job = stage.get(running.id).await;
+    assert_eq!(job.status, JobState::Ready);
+    assert_eq!(job.run_at, at(25));
+    assert_eq!(job.attempts, 1);
+    assert_eq!(job.lease_token, None);
+    assert_eq!(job.lease_expires_at, None);
+    assert_eq!(job.finished_at, None);
+    assert_eq!(job.dead_reason, None);
+    let expected = ErrorEntry {
+        attempt: 1,
+        at: at(5),
+        class: FailureClass::Transient,
+        message: "503 from provider".into(),
+        worker: Some("w1".into()),
+    };
+    assert_eq!(job.errors, vec![expected.clone()]);
+    assert_eq!(job.last_error, Some(expected));
+    assert!(stage.claim("q", 10, at(24)).await.is_empty());
+    let again = stage.claim("q", 10, at(25)).await;
+    assert_eq!(ids(&again), vec![running.id]);
+    assert_eq!(again[0].attempts, 2);
+}
+
+/// A dead failure sets the reason, the last error and finished_at, and drops the lease.
+pub async fn fail_dead_sets_reason_last_error_and_finished_at(store: Arc<dyn Store>) {
+    let stage = Stage::new(store.clone());
+    let running = stage
+        .running(job("q", "k").with_max_attempts(5), t0())
+        .await;
+    stage
+        .fail(
+            &running,
+            failure(FailureClass::Permanent, "template crashed on 'Café Ünï'"),
+            FailAction::Dead {
+                reason: DeadReason::Permanent,
+            },
+            at(5),
+        )
+        .await;
+    let job = stage.get(running.id).await;
+    assert_eq!(job.status, JobState::Dead);
+    assert_eq!(job.dead_reason, Some(DeadReason::Permanent));
+    assert_eq!(job.finished_at, Some(at(5)));
+    assert_eq!(job.attempts, 1);
+    assert_eq!(job.lease_token, None);
+    assert_eq!(job.lease_expires_at, None);
+    let last = job.last_error.expect("last error");
+    assert_eq!(last.class, FailureClass::Permanent);
+    assert_eq!(last.message, "template crashed on 'Café Ünï'");
+    assert_eq!(last.attempt, 1);
+    assert!(stage.claim("q", 10, at(1_000)).await.is_empty());
+}
+
+fn action(transition: Transition) -> (revenant_core::decide::Failure, FailAction) {
+    match transition {
+        Transition::Retry { delay, failure } => (failure, FailAction::Retry { delay }),
+        Transition::Dead { reason, failure } => (failure, FailAction::Dead { reason }),
+        other => panic!("not a failure: {other:?}"),
+    }
+}
+
+/// Transient failures, decided by `decide()` with a three-attempt policy, retry with the
+/// policy's backoff and end dead with `attempts_exhausted` after the third attempt.
+pub async fn transient_failures_until_exhaustion_end_dead_with_attempts_exhausted(
+    store: Arc<dyn Store>,
+) {
+    let stage = Stage::new(store);
+    let policy = RetryPolicy::builder()
+        .max_attempts(3)
+        .jitter(Jitter::None)
+        .build()
+        .expect("policy");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let id = stage.enqueue(job("q", "k")).await;
+    let mut now = t0();
+    for attempt in 1..=3 {
+        let claimed = stage.claim("q", 1, now).await;
+        assert_eq!(ids(&claimed), vec![id]);
+        assert_eq!(claimed[0].attempts, attempt);
+        let outcome = Outcome::Retry {
+            message: format!("503 #{attempt}"),
+        };
+        let transition = decide(
+            &outcome,
+            attempt,
+            claimed[0].max_attempts,
+            &policy,
+            &mut rng,
+        );
+        let (failure, action) = action(transition);
+        stage.fail(&claimed[0], failure, action, now).await;
+        let job = stage.get(id).await;
+        if attempt < 3 {
+            assert_eq!(job.status, JobState::Ready);
+            let expected = policy.retry_delay(attempt as u32, None, &mut rng);
+            assert_eq!(
+                job.run_at - now,
+                chrono::Duration::from_std(expected).unwrap(),
+                "backoff for attempt {attempt}"
+            );
+            now = job.run_at;
+        }
+    }
+    let job = stage.get(id).await;
+    assert_eq!(job.status, JobState::Dead);
+    assert_eq!(job.dead_reason, Some(DeadReason::AttemptsExhausted));
+    assert_eq!(job.attempts, 3);
+    assert_eq!(
+        job.errors.iter().map(|e| e.attempt).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
+    assert!(job
+        .errors
+        .iter()
+        .all(|e| e.class == FailureClass::Transient));
+    assert_eq!(job.last_error.unwrap().message, "503 #3");
+}
+
+/// A permanent failure ends the job dead at once, with attempts left unused.
+pub async fn permanent_failure_ends_dead_at_once(store: Arc<dyn Store>) {
+    let stage = Stage::new(store);
+    let policy = RetryPolicy::default();
+    let running = stage
+        .running(job("q", "k").with_max_attempts(10), t0())
+        .await;
+    let outcome = Outcome::Permanent {
+        message: "invalid address".into(),
+    };
+    let (failure, action) = action(decide(&outcome, 1, 10, &policy, &mut rand::rng()));
+    stage.fail(&running, failure, action, at(1)).await;
+    let job = stage.get(running.id).await;
+    assert_eq!(job.status, JobState::Dead);
+    assert_eq!(job.dead_reason, Some(DeadReason::Permanent));
+    assert_eq!(job.attempts, 1);
+    assert_eq!(job.max_attempts, 10);
+    assert_eq!(job.last_error.unwrap().class, FailureClass::Permanent);
+}
+
+/// Undecodable payloads and unknown kinds are dead at once with their own reasons.
+pub async fn decode_errors_and_unknown_kinds_end_dead_with_their_reason(store: Arc<dyn Store>) {
+    let stage = Stage::new(store);
+    let policy = RetryPolicy::default();
+    for (queue, outcome, reason, class) in [
+        (
+            "a",
+            Outcome::DecodeError {
+                message: "missing field `order`".into(),
+            },
+            DeadReason::DecodeError,
+            FailureClass::DecodeError,
+        ),
+        (
+            "b",
+            Outcome::UnknownKind {
+                kind: "send_fax".into(),
+            },
+            DeadReason::UnknownKind,
+            FailureClass::UnknownKind,
+        ),
+    ] {
+        let running = stage.running(job(queue, "k"), t0()).await;
+        let (failure, action) = action(decide(&outcome, 1, 3, &policy, &mut rand::rng()));
+        stage.fail(&running, failure, action, at(1)).await;
+        let job = stage.get(running.id).await;
+        assert_eq!(job.status, JobState::Dead);
+        assert_eq!(job.dead_reason, Some(reason));
+        assert_eq!(job.last_error.unwrap().class, class);
+    }
+}
+
+/// A batch of failures is fenced per job.
+pub async fn fail_reports_each_failure_on_its_own(store: Arc<dyn Store>) {
+    let stage = Stage::new(store.clone());
+    let a = stage.running(job("a", "k"), t0()).await;
+    let b = stage.running(job("b", "k"), t0()).await;
+    stage.complete(&b, at(1)).await;
+    let result = store
+        .job_fail(JobFailParams {
+            failures: vec![
+                JobFailure {
+                    lease: lease_of(&a),
+                    failure: failure(FailureClass::Panic, "panicked at 'oops'"),
+                    action: FailAction::Retry { delay: secs(10) },
+                    worker: None,
+                },
+                JobFailure {
+                    lease: lease_of(&b),
+                    failure: failure(FailureClass::Transient, "late"),
+                    action: FailAction::Retry { delay: secs(10) },
+                    worker: None,
+                },
+            ],
+            now: Some(at(2)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(result, vec![Fenced::Applied, Fenced::LeaseLost]);
+    let a = stage.get(a.id).await;
+    assert_eq!(a.status, JobState::Ready);
+    assert_eq!(a.last_error.unwrap().class, FailureClass::Panic);
+    let b = stage.get(b.id).await;
+    assert_eq!(b.status, JobState::Completed);
+    assert!(b.errors.is_empty());
+}
+
+/// The history keeps the newest `ErrorEntry::HISTORY_LIMIT` entries, oldest first.
+pub async fn error_history_keeps_the_newest_entries(store: Arc<dyn Store>) {
+    let stage = Stage::new(store);
+    let limit = ErrorEntry::HISTORY_LIMIT as i32;
+    let total = limit + 5;
+    let id = stage.enqueue(job("q", "k").with_max_attempts(100)).await;
+    let mut now = t0();
+    for attempt in 1..=total {
+        let claimed = stage.claim_id(id, now, WORKER).await;
+        stage
+            .fail(
+                &claimed,
+                failure(FailureClass::Transient, &format!("failure {attempt}")),
+                FailAction::Retry { delay: secs(1) },
+                now,
+            )
+            .await;
+        now += chrono::Duration::seconds(1);
+    }
+    let job = stage.get(id).await;
+    assert_eq!(job.attempts, total);
+    assert_eq!(job.errors.len(), ErrorEntry::HISTORY_LIMIT);
+    let attempts: Vec<i32> = job.errors.iter().map(|e| e.attempt).collect();
+    assert_eq!(attempts, (total - limit + 1..=total).collect::<Vec<_>>());
+    assert_eq!(
+        job.errors[0].message,
+        format!("failure {}", total - limit + 1)
+    );
+    assert_eq!(job.last_error.unwrap().message, format!("failure {total}"));
+}
+
+/// An error message longer than `ErrorEntry::MAX_MESSAGE_BYTES` is cut as
+/// `ErrorEntry::truncate_message` cuts it.
+pub async fn long_error_messages_are_truncated(store: Arc<dyn Store>) {
+    let stage = Stage::new(store);
+    let running = stage.running(job("q", "k"), t0()).await;
+    let long = "é".repeat(ErrorEntry::MAX_MESSAGE_BYTES);
+    stage
+        .fail(
+            &running,
+            failure(FailureClass::Transient, &long),
+            FailAction::Retry { delay: secs(1) },
+            at(1),
+        )
+        .await;
+    let job = stage.get(running.id).await;
+    assert_eq!(
+        job.last_error.unwrap().message,
+        ErrorEntry::truncate_message(&long)
+    );
+}

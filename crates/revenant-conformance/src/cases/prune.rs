@@ -1,0 +1,52 @@
+//! `job_prune`: finished jobs past retention go; everything else stays.
+
+use super::prelude::*;
+
+fn prune(retention: Duration, limit: u32, now: Timestamp) -> JobPruneParams {
+    JobPruneParams {
+        retention,
+        limit,
+        now: Some(now),
+    }
+}
+
+/// A prune deletes completed and cancelled jobs finished before now − retention, and
+/// keeps dead, ready and running jobs and recently finished ones.
+pub async fn prune_deletes_old_finished_jobs_and_keeps_the_rest(store: Arc<dyn Store>) {
+    let stage = Stage::new(store.clone());
+    let old_completed = stage.completed(job("a", "k"), at(10)).await;
+    let old_cancelled = stage.cancelled(job("b", "k"), at(10)).await;
+    let old_dead = stage
+        .dead(job("c", "k"), DeadReason::Permanent, "x", at(10))
+        .await;
+    let old_ready = stage.enqueue_at(job("d", "k"), at(10)).await;
+    let old_running = stage.running(job("e", "k"), at(10)).await;
+    let recent = stage.completed(job("f", "k"), at(9_000)).await;
+    let pruned = store
+        .job_prune(prune(secs(3_600), 1_000, at(10_000)))
+        .await
+        .unwrap();
+    assert_eq!(pruned, 2);
+    assert!(stage.find(old_completed.id).await.is_none());
+    assert!(stage.find(old_cancelled.id).await.is_none());
+    assert!(
+        stage.find(old_dead.id).await.is_some(),
+        "dead jobs wait for an operator"
+    );
+    assert!(stage.find(old_ready).await.is_some());
+    assert!(stage.find(old_running.id).await.is_some());
+    assert!(stage.find(recent.id).await.is_some());
+}
+
+/// A prune deletes at most its limit per call.
+pub async fn prune_honours_limit(store: Arc<dyn Store>) {
+    let stage = Stage::new(store.clone());
+    for n in 0..3 {
+        stage.completed(job(&format!("q{n}"), "k"), t0()).await;
+    }
+    let params = || prune(secs(60), 2, at(1_000));
+    assert_eq!(store.job_prune(params()).await.unwrap(), 2);
+    assert_eq!(store.job_prune(params()).await.unwrap(), 1);
+    assert_eq!(store.job_prune(params()).await.unwrap(), 0);
+    assert!(stage.all().await.is_empty());
+}

@@ -1,0 +1,40 @@
+-- Claimable jobs of queue ?1 at time ?2, at most ?3: ready and due, or running with an
+-- expired lease. A grouped job is a candidate only when no other job of its group is
+-- running and no earlier (lower id) job of its group is ready, so only a group's head
+-- can be claimed and a group runs one job at a time, in enqueue order.
+--
+-- Two halves, each walking an index in claim order and stopping at the limit, instead
+-- of one OR that would sort every due job of the queue on each claim.
+SELECT id, status, attempts, worker, lease_expires_at, errors FROM (
+    SELECT * FROM (
+        SELECT j.id, j.status, j.attempts, j.worker, j.lease_expires_at, j.errors,
+               j.priority, j.run_at
+        FROM jobs j
+        WHERE j.queue = ?1 AND j.status = 'ready' AND j.run_at <= ?2
+          AND (j.group_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM jobs g
+                WHERE g.group_key = j.group_key
+                  AND g.status IN ('ready', 'running')  -- the partial index jobs_group
+                  AND g.id <> j.id
+                  AND (g.status = 'running' OR g.id < j.id)))
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT ?3
+    )
+    UNION ALL
+    SELECT * FROM (
+        SELECT j.id, j.status, j.attempts, j.worker, j.lease_expires_at, j.errors,
+               j.priority, j.run_at
+        FROM jobs j
+        WHERE j.queue = ?1 AND j.status = 'running' AND j.lease_expires_at <= ?2
+          AND (j.group_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM jobs g
+                WHERE g.group_key = j.group_key
+                  AND g.status IN ('ready', 'running')
+                  AND g.id <> j.id
+                  AND (g.status = 'running' OR g.id < j.id)))
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT ?3
+    )
+)
+ORDER BY priority DESC, run_at, id
+LIMIT ?3

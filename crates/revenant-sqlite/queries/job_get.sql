@@ -1,0 +1,1 @@
+SELECT * FROM jobs WHERE id = ?1

@@ -1,0 +1,2 @@
+ORDER BY id DESC
+LIMIT ?12

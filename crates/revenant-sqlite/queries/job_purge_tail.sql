@@ -1,0 +1,3 @@
+    ORDER BY id
+    LIMIT ?11
+)

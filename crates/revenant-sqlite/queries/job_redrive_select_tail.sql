@@ -1,0 +1,2 @@
+ORDER BY id
+LIMIT ?11

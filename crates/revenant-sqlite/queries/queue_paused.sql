@@ -1,0 +1,1 @@
+SELECT paused FROM queues WHERE name = ?1
