@@ -216,6 +216,16 @@ mod tests {
                 3,
                 Retry(s(42), C::Transient),
             ),
+            // Retry-After is a floor: one shorter than the backoff waits the backoff.
+            (
+                Outcome::RetryAfter {
+                    message: m(),
+                    after: s(1),
+                },
+                2,
+                3,
+                Retry(s(20), C::Transient),
+            ),
             (
                 Outcome::RetryAfter {
                     message: m(),

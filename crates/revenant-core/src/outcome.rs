@@ -20,8 +20,9 @@ pub enum Outcome {
         /// The error message.
         message: String,
     },
-    /// A transient failure that says when to come back (HTTP `Retry-After`). The delay
-    /// replaces the backoff, capped at the backoff's cap.
+    /// A transient failure that says when to come back (HTTP `Retry-After`). The
+    /// delay is a floor under the backoff, capped at the backoff's cap (see
+    /// [`crate::RetryPolicy::retry_delay`] for why it is not a replacement).
     RetryAfter {
         /// The error message.
         message: String,

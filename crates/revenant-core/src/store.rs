@@ -231,14 +231,24 @@ pub struct JobFilter {
 }
 
 /// `job_list`: jobs matching a filter, newest id first, paged by id.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct JobListParams {
     /// What to match.
     pub filter: JobFilter,
     /// Only jobs with an id below this (the last id of the previous page).
     pub before_id: Option<JobId>,
-    /// At most this many (the store caps it at 10,000).
+    /// At most this many (the store caps it at 10,000). Default 100.
     pub limit: u32,
+}
+
+impl Default for JobListParams {
+    fn default() -> Self {
+        JobListParams {
+            filter: JobFilter::default(),
+            before_id: None,
+            limit: 100,
+        }
+    }
 }
 
 /// `job_sweep`: make dead (reason `lease_expired`) every running job whose lease

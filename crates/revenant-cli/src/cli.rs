@@ -1,0 +1,315 @@
+//! The command line: every flag, with its default and what it is for.
+
+use clap::{Args, Parser, Subcommand};
+
+/// revenant: a background job queue whose reason to exist is failure handling.
+///
+/// Exit codes: 0 success, 1 failure, 2 bad usage or bad input.
+#[derive(Debug, Parser)]
+#[command(name = "revenant", version, about, long_about = None)]
+pub struct Cli {
+    /// The database: sqlite://PATH (embedded, created if missing) or
+    /// postgres://USER@HOST/DB.
+    #[arg(
+        long,
+        global = true,
+        env = "REVENANT_DATABASE_URL",
+        default_value = revenant::DEFAULT_DATABASE_URL,
+        hide_env_values = true
+    )]
+    pub database_url: String,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Enqueue one job.
+    Enqueue(EnqueueArgs),
+    /// Look at and cancel jobs.
+    #[command(subcommand)]
+    Jobs(JobsCommand),
+    /// Triage, redrive and purge dead jobs.
+    #[command(subcommand)]
+    Dead(DeadCommand),
+    /// List, pause and resume queues.
+    #[command(subcommand)]
+    Queues(QueuesCommand),
+    /// The four numbers per queue: depth, oldest due job, dead, workers alive.
+    Stats(StatsArgs),
+    /// Print a retry policy's schedule: each retry's delay range and the total span.
+    Policy(PolicyArgs),
+    /// Play the outage story in virtual time, without a database: what a policy does
+    /// to the provider's load and to the jobs.
+    Simulate(crate::commands::SimulateArgs),
+}
+
+/// `revenant enqueue`.
+#[derive(Debug, Args)]
+pub struct EnqueueArgs {
+    /// The queue (letters, digits, `_ - . :`; at most 64 bytes).
+    #[arg(long, short)]
+    pub queue: String,
+    /// The kind: the name its handler is registered under.
+    #[arg(long, short)]
+    pub kind: String,
+    /// The JSON payload; `-` reads it from standard input. Default `{}`.
+    #[arg(long, short)]
+    pub payload: Option<String>,
+    /// Higher runs first (-1000..=1000).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub priority: i32,
+    /// Run after this long: `500ms`, `10s`, `5m`, `1h`.
+    #[arg(long, conflicts_with = "run_at", allow_hyphen_values = true)]
+    pub delay: Option<String>,
+    /// Run at this time (RFC 3339, e.g. 2026-12-01T08:00:00Z).
+    #[arg(long)]
+    pub run_at: Option<String>,
+    /// Attempts before the job is dead. Default: the global policy's (12).
+    #[arg(long, allow_negative_numbers = true)]
+    pub max_attempts: Option<i32>,
+    /// FIFO group: jobs of one group run one at a time, in order.
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Idempotency key: a second enqueue with it returns the first job.
+    #[arg(long)]
+    pub unique_key: Option<String>,
+    /// A caller's id to follow the work across systems.
+    #[arg(long)]
+    pub correlation_id: Option<String>,
+    /// Print the new job as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Filters shared by `jobs list`, `dead list`, `dead redrive` and `dead purge`.
+#[derive(Debug, Args, Default, Clone)]
+pub struct FilterArgs {
+    /// Only this queue.
+    #[arg(long, short)]
+    pub queue: Option<String>,
+    /// Only this kind.
+    #[arg(long, short)]
+    pub kind: Option<String>,
+    /// Only this group.
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Only this correlation id.
+    #[arg(long)]
+    pub correlation_id: Option<String>,
+    /// Only jobs whose last error contains this text.
+    #[arg(long)]
+    pub error: Option<String>,
+    /// Only jobs finished since: a duration ago (`1h`) or an RFC 3339 time.
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Only jobs finished before: a duration ago (`10m`) or an RFC 3339 time.
+    #[arg(long)]
+    pub until: Option<String>,
+}
+
+/// `revenant jobs ...`.
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// List jobs, newest first.
+    List {
+        /// Filters.
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Only this status: ready, running, completed, dead, cancelled.
+        #[arg(long, short)]
+        status: Option<String>,
+        /// At most this many (1..=10000).
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        /// Only ids below this one (the last id of the previous page).
+        #[arg(long)]
+        before: Option<i64>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one job with its whole error history.
+    Show {
+        /// The job id.
+        id: i64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a ready or running job.
+    Cancel {
+        /// The job id.
+        id: i64,
+        /// Why (kept in the job's history).
+        #[arg(long)]
+        reason: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `revenant dead ...`.
+#[derive(Debug, Subcommand)]
+pub enum DeadCommand {
+    /// List dead jobs, newest first.
+    List {
+        /// Filters.
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Only this reason: permanent, attempts_exhausted, lease_expired,
+        /// decode_error, unknown_kind.
+        #[arg(long)]
+        reason: Option<String>,
+        /// At most this many (1..=10000).
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        /// Only ids below this one (paging).
+        #[arg(long)]
+        before: Option<i64>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a dead job: payload, every attempt, why it died.
+    Show {
+        /// The job id.
+        id: i64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Move dead jobs back to ready with a fresh attempt budget, history kept.
+    Redrive(RedriveArgs),
+    /// Delete dead jobs for good.
+    Purge(PurgeArgs),
+}
+
+/// `revenant dead redrive`.
+#[derive(Debug, Args)]
+pub struct RedriveArgs {
+    /// These job ids (else every dead job matching the filters).
+    pub ids: Vec<i64>,
+    /// Filters.
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Only this reason.
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Redrive every dead job when no id or filter is given.
+    #[arg(long)]
+    pub all: bool,
+    /// At most this many.
+    #[arg(long)]
+    pub limit: Option<u32>,
+    /// Spread the redriven jobs so workers pick them up no faster than this:
+    /// `20/s`, `600/m`, `5` (per second).
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// Show how many would be redriven and a sample, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `revenant dead purge`.
+#[derive(Debug, Args)]
+pub struct PurgeArgs {
+    /// These job ids (else every dead job matching the filters).
+    pub ids: Vec<i64>,
+    /// Filters.
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Only this reason.
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Purge every dead job when no id or filter is given.
+    #[arg(long)]
+    pub all: bool,
+    /// At most this many.
+    #[arg(long)]
+    pub limit: Option<u32>,
+    /// Show how many would be purged, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask for confirmation.
+    #[arg(long, short)]
+    pub yes: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `revenant queues ...`.
+#[derive(Debug, Subcommand)]
+pub enum QueuesCommand {
+    /// List queues with their numbers.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop claims from a queue (enqueues are still accepted).
+    Pause {
+        /// The queue.
+        queue: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Restart claims from a paused queue.
+    Resume {
+        /// The queue.
+        queue: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `revenant stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Only this queue.
+    #[arg(long, short)]
+    pub queue: Option<String>,
+    /// A worker seen within this long counts as alive.
+    #[arg(long, default_value = "30s")]
+    pub alive_within: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `revenant policy`: defaults are revenant's global default policy.
+#[derive(Debug, Args)]
+pub struct PolicyArgs {
+    /// The delay after the first failure.
+    #[arg(long, default_value = "10s")]
+    pub base: String,
+    /// How much each further failure multiplies the delay.
+    #[arg(long, default_value_t = 2.0)]
+    pub multiplier: f64,
+    /// No delay is longer than this.
+    #[arg(long, default_value = "1h")]
+    pub cap: String,
+    /// Attempts in all (the first try included).
+    #[arg(long, default_value_t = 12, allow_negative_numbers = true)]
+    pub attempts: i64,
+    /// none, full, equal, proportional(F) or decorrelated.
+    #[arg(long, default_value = "equal")]
+    pub jitter: String,
+    /// Also say whether an outage of this length dead-letters a job that fails at
+    /// its start (e.g. `30m`).
+    #[arg(long)]
+    pub outage: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,40 @@
+//! One module per command group. Each opens the store itself when it needs one, so
+//! `revenant policy` works without a database.
+
+mod dead;
+mod enqueue;
+mod filter;
+mod jobs;
+mod policy;
+mod queues;
+mod simulate;
+mod stats;
+
+pub use simulate::SimulateArgs;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use revenant::Store;
+
+use crate::cli::{Cli, Command};
+use crate::error::CliError;
+
+/// Runs the parsed command line.
+pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
+    let url = cli.database_url;
+    match cli.command {
+        Command::Policy(args) => policy::run(args),
+        Command::Simulate(args) => simulate::run(args).await,
+        Command::Enqueue(args) => enqueue::run(&open(&url).await?, args).await,
+        Command::Jobs(command) => jobs::run(&open(&url).await?, command).await,
+        Command::Dead(command) => dead::run(&open(&url).await?, command).await,
+        Command::Queues(command) => queues::run(&open(&url).await?, command).await,
+        Command::Stats(args) => stats::run(&open(&url).await?, args).await,
+    }
+}
+
+/// Opens the store the URL names.
+async fn open(url: &str) -> Result<Arc<dyn Store>, CliError> {
+    Ok(revenant::connect(url).await?)
+}
