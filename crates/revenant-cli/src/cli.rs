@@ -45,6 +45,9 @@ pub enum Command {
     /// Play the outage story in virtual time, without a database: what a policy does
     /// to the provider's load and to the jobs.
     Simulate(crate::commands::SimulateArgs),
+    /// Run a worker for the built-in kinds (`http`; `exec` for allowed commands)
+    /// until SIGTERM or Ctrl-C.
+    Work(crate::commands::WorkArgs),
 }
 
 /// `revenant enqueue`.

@@ -268,3 +268,18 @@ async fn a_command_that_leaves_children_behind_does_not_hang_the_attempt() {
         }
     );
 }
+
+#[tokio::test]
+async fn a_command_off_the_allow_list_is_permanent_and_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let handler = ExecHandler::new().allow(["true"]);
+    let payload = json!({ "command": "touch", "args": [marker.to_str().unwrap()] });
+    let outcome = run(&handler, context(1, 1, LONG), payload).await;
+    assert!(matches!(outcome, Outcome::Permanent { .. }), "{outcome:?}");
+    assert!(message(&outcome).contains("allow list"), "{outcome:?}");
+    assert!(!marker.exists(), "a refused command must not run");
+
+    let allowed = run(&handler, context(1, 1, LONG), json!({ "command": "true" })).await;
+    assert_eq!(allowed, Outcome::Success);
+}

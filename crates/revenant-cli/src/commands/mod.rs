@@ -9,8 +9,10 @@ mod policy;
 mod queues;
 mod simulate;
 mod stats;
+mod work;
 
 pub use simulate::SimulateArgs;
+pub use work::WorkArgs;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -31,6 +33,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Dead(command) => dead::run(&open(&url).await?, command).await,
         Command::Queues(command) => queues::run(&open(&url).await?, command).await,
         Command::Stats(args) => stats::run(&open(&url).await?, args).await,
+        Command::Work(args) => work::run(open(&url).await?, args).await,
     }
 }
 

@@ -53,18 +53,22 @@ pub const EX_TEMPFAIL: i32 = 75;
 /// running in its process group is killed when it exits; a process that escapes the
 /// group (`setsid`, double fork into a new group) is beyond reach.
 ///
-/// **Security:** whoever can enqueue an `exec` job can run any program as the worker's
-/// user. Serve the kind only on queues whose producers you trust as much as a shell on
-/// the worker.
+/// **Security:** whoever can enqueue an `exec` job can run a program as the worker's
+/// user. [`ExecHandler::allow`] limits the programs to a list (the `revenant work`
+/// command always sets one); a command outside it is a permanent failure that runs
+/// nothing. Without a list, any program may run: serve the kind only on queues whose
+/// producers you trust as much as a shell on the worker.
 #[derive(Debug, Clone)]
 pub struct ExecHandler {
     kill_grace: Duration,
+    allowed: Option<std::collections::BTreeSet<String>>,
 }
 
 impl Default for ExecHandler {
     fn default() -> Self {
         ExecHandler {
             kill_grace: Self::DEFAULT_KILL_GRACE,
+            allowed: None,
         }
     }
 }
@@ -84,6 +88,17 @@ impl ExecHandler {
     /// past that, the runtime drops the attempt and the group gets SIGKILL at once.
     pub fn kill_grace(mut self, grace: Duration) -> Self {
         self.kill_grace = grace;
+        self
+    }
+
+    /// Runs only these commands, compared with the payload's `command` exactly as
+    /// written (`/usr/bin/convert` and `convert` are different entries). Default: any.
+    pub fn allow<I, S>(mut self, commands: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.allowed = Some(commands.into_iter().map(Into::into).collect());
         self
     }
 
@@ -110,6 +125,14 @@ impl Handler for ExecHandler {
     type Payload = ExecPayload;
 
     async fn run(&self, ctx: JobContext, payload: ExecPayload) -> Result<(), JobError> {
+        if let Some(allowed) = &self.allowed {
+            if !allowed.contains(&payload.command) {
+                return Err(JobError::permanent(format!(
+                    "exec payload: command {:?} is not on this worker's allow list",
+                    payload.command
+                )));
+            }
+        }
         let command = payload.validate()?;
         let program = command.program.clone();
         let limit = self.limit(&ctx, command.timeout);

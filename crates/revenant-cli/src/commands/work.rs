@@ -1,0 +1,140 @@
+//! `revenant work`: a worker for the built-in kinds (`http`, and `exec` for the
+//! commands you allow), until SIGTERM or Ctrl-C.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use revenant::duration::parse;
+use revenant::runtime::MaintenanceConfig;
+use revenant::{names, Backoff, InputError, Jitter, PolicySet, RetryPolicy, Store, Worker};
+use revenant_kinds::{ExecHandler, HttpHandler};
+
+use crate::error::CliError;
+
+/// `revenant work`: the flags left out take revenant's defaults.
+#[derive(Debug, Args)]
+pub struct WorkArgs {
+    /// A queue to serve, as `NAME` or `NAME=CONCURRENCY`. Repeat for several.
+    #[arg(long = "queue", short = 'q', required = true)]
+    pub queues: Vec<String>,
+    /// Jobs run at once per queue, when `NAME=CONCURRENCY` does not say.
+    #[arg(long, default_value_t = 10)]
+    pub concurrency: usize,
+    /// Serve the `exec` kind for this command (exactly as jobs name it). Repeat for
+    /// several. Without it, `exec` jobs are dead at once as `unknown_kind`: whoever
+    /// can enqueue could otherwise run any program on this machine.
+    #[arg(long = "allow-exec", value_name = "COMMAND")]
+    pub allow_exec: Vec<String>,
+    /// Attempts in all (default 12).
+    #[arg(long, allow_negative_numbers = true)]
+    pub attempts: Option<i64>,
+    /// Backoff after the first failure (default 10s).
+    #[arg(long)]
+    pub base: Option<String>,
+    /// Backoff multiplier (default 2).
+    #[arg(long)]
+    pub multiplier: Option<f64>,
+    /// Longest backoff (default 1h).
+    #[arg(long)]
+    pub cap: Option<String>,
+    /// none, full, equal, proportional(F) or decorrelated (default equal).
+    #[arg(long)]
+    pub jitter: Option<String>,
+    /// How long one attempt may run (default 30s; below the lease).
+    #[arg(long)]
+    pub attempt_timeout: Option<String>,
+    /// How long a claim stays invisible without a heartbeat (default 60s).
+    #[arg(long)]
+    pub lease: Option<String>,
+    /// This worker's id in the registry and on the jobs it claims (default host-pid).
+    #[arg(long)]
+    pub worker_id: Option<String>,
+    /// How long running jobs may finish after SIGTERM (default 30s).
+    #[arg(long)]
+    pub grace: Option<String>,
+    /// How long completed and cancelled jobs are kept (default 24h).
+    #[arg(long)]
+    pub retention: Option<String>,
+}
+
+/// Runs the worker until a signal; exits 0 after a clean shutdown.
+pub async fn run(store: Arc<dyn Store>, args: WorkArgs) -> Result<ExitCode, CliError> {
+    let queues = queues(&args)?;
+    let policy = policy(&args)?;
+    let mut builder = Worker::builder(store).policies(PolicySet::new(policy));
+    for (queue, concurrency) in &queues {
+        builder = builder.queue(queue.clone(), *concurrency);
+    }
+    builder = builder.handler(HttpHandler::new().map_err(|err| CliError::Failed(format!("cannot start the http kind: {err}")))?);
+    if !args.allow_exec.is_empty() {
+        builder = builder.handler(ExecHandler::new().allow(args.allow_exec.iter().cloned()));
+    }
+    if let Some(id) = &args.worker_id {
+        builder = builder.worker_id(id.clone());
+    }
+    if let Some(grace) = &args.grace {
+        builder = builder.shutdown_grace(parse("grace", grace)?);
+    }
+    if let Some(retention) = &args.retention {
+        builder = builder.maintenance(MaintenanceConfig { retention: parse("retention", retention)?, ..MaintenanceConfig::default() });
+    }
+    let worker = builder.build().map_err(|err| InputError::new("worker", err.to_string()))?;
+    eprintln!(
+        "revenant worker {} serving {} (kinds: http{}); stop with Ctrl-C or SIGTERM",
+        worker.id(),
+        queues.iter().map(|(q, c)| format!("{q}={c}")).collect::<Vec<_>>().join(", "),
+        if args.allow_exec.is_empty() { String::new() } else { format!(", exec for {}", args.allow_exec.join(" ")) },
+    );
+    worker.run().await.map_err(|err| CliError::Failed(err.to_string()))?;
+    eprintln!("revenant worker stopped cleanly");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn queues(args: &WorkArgs) -> Result<Vec<(String, usize)>, InputError> {
+    args.queues
+        .iter()
+        .map(|spec| {
+            let (name, concurrency) = match spec.split_once('=') {
+                Some((name, n)) => {
+                    let n: usize = n
+                        .parse()
+                        .map_err(|_| InputError::new("queue", format!("{spec:?}: concurrency {n:?} is not a whole number")))?;
+                    (name, n)
+                }
+                None => (spec.as_str(), args.concurrency),
+            };
+            names::validate_name("queue", name)?;
+            if concurrency == 0 || concurrency > 10_000 {
+                return Err(InputError::new("concurrency", format!("{concurrency} for queue {name} is out of range; use 1..=10000")));
+            }
+            Ok((name.to_string(), concurrency))
+        })
+        .collect()
+}
+
+fn policy(args: &WorkArgs) -> Result<RetryPolicy, InputError> {
+    let defaults = RetryPolicy::default();
+    let mut builder = defaults.to_builder();
+    if let Some(attempts) = args.attempts {
+        let attempts = u32::try_from(attempts).map_err(|_| InputError::new("attempts", format!("{attempts} is out of range")))?;
+        builder = builder.max_attempts(attempts);
+    }
+    let base = args.base.as_deref().map(|t| parse("base", t)).transpose()?.unwrap_or(defaults.backoff().base);
+    let cap = args.cap.as_deref().map(|t| parse("cap", t)).transpose()?.unwrap_or(defaults.backoff().cap);
+    let multiplier = args.multiplier.unwrap_or(defaults.backoff().multiplier);
+    builder = builder.backoff(Backoff::new(base, multiplier, cap)?);
+    if let Some(jitter) = &args.jitter {
+        builder = builder.jitter(jitter.parse::<Jitter>()?);
+    }
+    if let Some(timeout) = &args.attempt_timeout {
+        builder = builder.attempt_timeout(parse("attempt-timeout", timeout)?);
+    }
+    if let Some(lease) = &args.lease {
+        let lease: Duration = parse("lease", lease)?;
+        // The heartbeat follows a lease given here at a third, as with the builder.
+        builder = builder.lease(lease).heartbeat(lease / 3);
+    }
+    builder.build()
+}
