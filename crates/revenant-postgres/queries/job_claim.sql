@@ -1,0 +1,109 @@
+-- job_claim: lease up to $3 claimable jobs of queue $2 to worker $4 for $5 ms.
+-- $1: now (NULL: the database clock). $6: how many history entries a job keeps.
+--
+-- Ready jobs and expired leases are picked separately, each with FOR UPDATE SKIP
+-- LOCKED so concurrent claimers never wait on each other, then merged in claim order
+-- (priority desc, run_at, id). An expired lease with no attempt left is made dead
+-- (lease_expired) in the same statement instead of being claimed.
+WITH t AS (
+    SELECT date_trunc('milliseconds', coalesce($1::timestamptz, now())) AS now
+),
+open AS (
+    SELECT NOT EXISTS (
+        SELECT 1 FROM {schema}.queues q WHERE q.name = $2 AND q.paused
+    ) AS open
+),
+exhausted AS (
+    SELECT j.id
+    FROM {schema}.jobs j
+    WHERE j.status = 'running'
+      AND j.lease_expires_at <= (SELECT now FROM t)
+      AND j.queue = $2
+      AND j.attempts >= j.max_attempts
+      AND (SELECT open FROM open)
+    FOR UPDATE OF j SKIP LOCKED
+),
+buried AS (
+    UPDATE {schema}.jobs j
+    SET status = 'dead',
+        dead_reason = 'lease_expired',
+        finished_at = t.now,
+        lease_token = NULL,
+        lease_expires_at = NULL,
+        errors = {schema}.append_error(j.errors, jsonb_strip_nulls(jsonb_build_object(
+            'attempt', j.attempts, 'at', t.now, 'class', 'lease_expired',
+            'message', format('lease held by worker %s expired at %s and no attempt is left; the worker died or stalled',
+                             coalesce(j.worker, 'unknown'),
+                             to_char(j.lease_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')),
+            'worker', j.worker)), $6)
+    FROM exhausted x, t
+    WHERE j.id = x.id
+    RETURNING j.id
+),
+ready AS (
+    SELECT j.id, j.priority, j.run_at
+    FROM {schema}.jobs j
+    WHERE j.status = 'ready'
+      AND j.queue = $2
+      AND j.run_at <= (SELECT now FROM t)
+      AND (SELECT open FROM open)
+      AND (j.group_key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM {schema}.jobs g
+          WHERE g.group_key = j.group_key
+            AND g.id <> j.id
+            AND g.status IN ('ready', 'running')
+            AND ((g.status = 'ready' AND g.id < j.id)
+                 OR (g.status = 'running'
+                     AND NOT (g.lease_expires_at <= (SELECT now FROM t)
+                              AND g.attempts >= g.max_attempts)))))
+    ORDER BY j.priority DESC, j.run_at, j.id
+    LIMIT $3
+    FOR UPDATE OF j SKIP LOCKED
+),
+expired AS (
+    SELECT j.id, j.priority, j.run_at
+    FROM {schema}.jobs j
+    WHERE j.status = 'running'
+      AND j.lease_expires_at <= (SELECT now FROM t)
+      AND j.queue = $2
+      AND j.attempts < j.max_attempts
+      AND (SELECT open FROM open)
+      AND (j.group_key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM {schema}.jobs g
+          WHERE g.group_key = j.group_key
+            AND g.id <> j.id
+            AND g.status IN ('ready', 'running')
+            AND ((g.status = 'ready' AND g.id < j.id)
+                 OR (g.status = 'running'
+                     AND NOT (g.lease_expires_at <= (SELECT now FROM t)
+                              AND g.attempts >= g.max_attempts)))))
+    ORDER BY j.priority DESC, j.run_at, j.id
+    LIMIT $3
+    FOR UPDATE OF j SKIP LOCKED
+),
+chosen AS (
+    SELECT c.id
+    FROM (SELECT * FROM ready UNION ALL SELECT * FROM expired) c
+    ORDER BY c.priority DESC, c.run_at, c.id
+    LIMIT $3
+)
+UPDATE {schema}.jobs j
+SET status = 'running',
+    attempts = j.attempts + 1,
+    -- 1 ..= 2^53 - 1: exact in a JSON number in any language.
+    lease_token = (floor(random() * 9007199254740991) + 1)::bigint,
+    lease_expires_at = t.now + $5::float8 * interval '1 millisecond',
+    attempted_at = t.now,
+    worker = $4,
+    errors = CASE
+        WHEN j.status = 'running' THEN {schema}.append_error(j.errors, jsonb_strip_nulls(jsonb_build_object(
+            'attempt', j.attempts, 'at', t.now, 'class', 'lease_expired',
+            'message', format('lease held by worker %s expired at %s; the attempt was lost and the job was claimed again',
+                             coalesce(j.worker, 'unknown'),
+                             to_char(j.lease_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')),
+            'worker', j.worker)), $6)
+        ELSE j.errors
+    END
+FROM chosen c, t
+WHERE j.id = c.id
+RETURNING {job_columns}

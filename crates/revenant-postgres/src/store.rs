@@ -1,0 +1,1129 @@
+//! [`PgStore`]: the [`Store`] trait on PostgreSQL.
+//!
+//! Every operation is one statement (batched operations pass arrays and `unnest`
+//! them), except enqueue, which may need a second statement to find the holder of a
+//! unique key. Time is `coalesce($now, now())` in SQL, truncated to milliseconds.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use revenant_core::names;
+use revenant_core::store::{
+    CancelResult, CancelTarget, Capabilities, Enqueued, FailAction, Fenced, JobCancelParams,
+    JobClaimParams, JobCompleteParams, JobEnqueueParams, JobFailParams, JobFilter, JobGetParams,
+    JobHeartbeatParams, JobListParams, JobPruneParams, JobPurgeParams, JobRedriveParams,
+    JobReleaseParams, JobSnoozeParams, JobSweepParams, LeaseRef, QueuePauseParams, QueueStats,
+    QueueStatsParams, WorkerHeartbeatParams, WorkerInfo, WorkerRemoveParams,
+};
+use revenant_core::{
+    ErrorEntry, FailureClass, InputError, Job, JobId, JobState, NewJob, Store, StoreError,
+    Timestamp,
+};
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::query::Query;
+use sqlx::{Acquire, PgConnection, PgPool, Postgres, Row};
+
+use crate::error::ResultExt;
+use crate::migrate;
+use crate::notify::Wakeups;
+use crate::row::job_from_row;
+use crate::sql::Queries;
+
+/// What enqueueing a batch gives: the results in input order, and the distinct queues
+/// that got a job due now.
+type EnqueueResult = Result<(Vec<Enqueued>, Vec<String>), StoreError>;
+
+/// The most rows `job_list` returns, whatever the caller asks.
+const LIST_LIMIT_CAP: u32 = 10_000;
+
+/// The longest schema name accepted (the NOTIFY channel `<schema>.wakeup` must fit
+/// PostgreSQL's 63-byte identifiers).
+const MAX_SCHEMA_LEN: usize = 50;
+
+/// How a [`PgStore`] connects. Every field has a default ([`PgStoreOptions::default`]).
+#[derive(Debug, Clone)]
+pub struct PgStoreOptions {
+    /// The schema holding revenant's tables; created (with the tables) on connect if
+    /// missing. Default `revenant`. ASCII letters, digits and `_`, starting with a
+    /// letter or `_`, at most 50 bytes. Give each test its own to isolate tests.
+    pub schema: String,
+    /// The pool's size. Default 10. A worker uses about one connection per fetcher,
+    /// one for the completer and one for maintenance at a time; the wake-up listener
+    /// has its own connection outside the pool.
+    pub max_connections: u32,
+    /// How long an operation waits for a pooled connection (including connecting)
+    /// before failing with [`StoreError::Unavailable`]. Default 5 s: short, so a worker
+    /// notices an outage quickly and backs off instead of hanging.
+    pub acquire_timeout: Duration,
+    /// At most one cross-process wake-up per queue per this interval, per process.
+    /// Default 50 ms. See the `notify` module docs for why.
+    pub notify_interval: Duration,
+    /// While the LISTEN connection is down, `wait_for_jobs` returns after at most this
+    /// long so workers poll. Default 1 s.
+    pub fallback_poll: Duration,
+    /// `application_name` of the connections (shown in `pg_stat_activity`). Default
+    /// `revenant`.
+    pub application_name: String,
+}
+
+impl Default for PgStoreOptions {
+    fn default() -> Self {
+        PgStoreOptions {
+            schema: "revenant".to_string(),
+            max_connections: 10,
+            acquire_timeout: Duration::from_secs(5),
+            notify_interval: Duration::from_millis(50),
+            fallback_poll: Duration::from_secs(1),
+            application_name: "revenant".to_string(),
+        }
+    }
+}
+
+impl PgStoreOptions {
+    /// The defaults with another schema.
+    pub fn with_schema(schema: impl Into<String>) -> Self {
+        PgStoreOptions {
+            schema: schema.into(),
+            ..PgStoreOptions::default()
+        }
+    }
+
+    fn validate(&self) -> Result<(), InputError> {
+        let schema = &self.schema;
+        let valid_start = schema
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        if !valid_start
+            || schema.len() > MAX_SCHEMA_LEN
+            || !schema
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return Err(InputError::new(
+                "schema",
+                format!(
+                    "{schema:?} is not accepted; use ASCII letters, digits and '_', starting \
+                     with a letter or '_', at most {MAX_SCHEMA_LEN} bytes"
+                ),
+            ));
+        }
+        if self.max_connections == 0 {
+            return Err(InputError::new("max_connections", "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// The PostgreSQL store. Cheap to clone (the clones share one pool).
+///
+/// Construct with [`PgStore::connect`], [`PgStore::connect_with_schema`],
+/// [`PgStore::connect_with`] or [`PgStore::from_pool`]; each applies the migrations
+/// before returning. Dropping the last clone stops the wake-up listener; the pool
+/// closes its connections as they are dropped.
+#[derive(Clone)]
+pub struct PgStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("schema", &self.inner.schema)
+            .field("pool", &self.inner.pool)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    pool: PgPool,
+    schema: String,
+    queries: Queries,
+    wakeups: Arc<Wakeups>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.wakeups.stop();
+    }
+}
+
+impl PgStore {
+    /// Connects to a `postgres://` or `postgresql://` URL with the default options
+    /// (schema `revenant`) and applies the migrations.
+    ///
+    /// Fails with [`StoreError::UnsupportedUrl`] for another scheme or a URL that does
+    /// not parse, [`StoreError::Unavailable`] when the server cannot be reached within
+    /// the acquire timeout, and [`StoreError::Backend`] when a migration fails (for
+    /// example, the role may not create the schema).
+    pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
+        PgStore::connect_with(url, PgStoreOptions::default()).await
+    }
+
+    /// [`PgStore::connect`] with revenant's tables in `schema` (created if missing).
+    pub async fn connect_with_schema(url: &str, schema: &str) -> Result<PgStore, StoreError> {
+        PgStore::connect_with(url, PgStoreOptions::with_schema(schema)).await
+    }
+
+    /// [`PgStore::connect`] with every option given.
+    pub async fn connect_with(url: &str, options: PgStoreOptions) -> Result<PgStore, StoreError> {
+        let connect = parse_url(url)?.application_name(&options.application_name);
+        options.validate()?;
+        let pool = PgPoolOptions::new()
+            .max_connections(options.max_connections)
+            .acquire_timeout(options.acquire_timeout)
+            .test_before_acquire(true)
+            .connect_with(connect)
+            .await
+            .classified()?;
+        PgStore::from_pool(pool, options).await
+    }
+
+    /// Uses a pool the application already has (its `max_connections`, timeouts and
+    /// connect options are kept; the option fields for those are ignored). The
+    /// wake-up listener opens one extra connection with the pool's connect options.
+    pub async fn from_pool(pool: PgPool, options: PgStoreOptions) -> Result<PgStore, StoreError> {
+        options.validate()?;
+        migrate::run(&pool, &options.schema).await?;
+        let listener_pool = PgPoolOptions::new()
+            .max_connections(1)
+            .min_connections(0)
+            .acquire_timeout(options.acquire_timeout)
+            .test_before_acquire(true)
+            .connect_lazy_with((*pool.connect_options()).clone());
+        let queries = Queries::new(&options.schema);
+        let wakeups = Arc::new(Wakeups::new(
+            &options.schema,
+            pool.clone(),
+            listener_pool,
+            queries.job_notify.clone(),
+            options.notify_interval,
+            options.fallback_poll,
+        ));
+        Ok(PgStore {
+            inner: Arc::new(Inner {
+                pool,
+                schema: options.schema,
+                queries,
+                wakeups,
+            }),
+        })
+    }
+
+    /// The pool, to run the application's own queries or begin the transaction given
+    /// to [`PgStore::job_enqueue_tx`].
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    /// The schema holding revenant's tables.
+    pub fn schema(&self) -> &str {
+        &self.inner.schema
+    }
+
+    /// Enqueues inside the caller's transaction (the outbox pattern): the jobs exist
+    /// when, and only if, the caller commits. A worker cannot see them before, and a
+    /// rollback leaves no trace (the only residue is skipped ids in the sequence).
+    ///
+    /// Pass `&mut *tx` for a `sqlx::Transaction<'_, Postgres>`. Same contract as
+    /// [`Store::job_enqueue`], including unique keys; the wake-up notification is sent
+    /// inside the transaction, so PostgreSQL delivers it only on commit.
+    ///
+    /// A database error aborts the caller's transaction (PostgreSQL's rule), so the
+    /// caller must roll back; input errors are found before any statement runs and
+    /// leave the transaction usable. Under REPEATABLE READ or SERIALIZABLE, a unique
+    /// key taken by a transaction that committed after this one's snapshot is a
+    /// serialization failure ([`StoreError::Unavailable`]): retry the transaction.
+    /// Given a connection that is not in a transaction, each statement commits by
+    /// itself (the batch is still one atomic insert).
+    ///
+    /// ```no_run
+    /// # async fn example(store: revenant_postgres::PgStore) -> Result<(), Box<dyn std::error::Error>> {
+    /// use revenant_core::store::JobEnqueueParams;
+    /// use revenant_core::NewJob;
+    ///
+    /// let mut tx = store.pool().begin().await?;
+    /// sqlx::query("INSERT INTO orders (id) VALUES (42)").execute(&mut *tx).await?;
+    /// let receipt = NewJob::new("emails", "send_receipt", serde_json::json!({"order": 42}));
+    /// let params = JobEnqueueParams { jobs: vec![receipt], default_max_attempts: 10, now: None };
+    /// store.job_enqueue_tx(&mut tx, params).await?;
+    /// tx.commit().await?; // the order and its receipt job exist together, or neither does
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// The future is boxed with an explicit `Send` so it can run inside
+    /// `tokio::spawn` (rustc cannot prove `Send` for a plain `async fn` holding a
+    /// `&mut PgConnection` across awaits).
+    pub fn job_enqueue_tx<'a>(
+        &'a self,
+        conn: &'a mut PgConnection,
+        params: JobEnqueueParams,
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<Enqueued>, StoreError>> + Send + 'a>> {
+        Box::pin(async move {
+            validate_enqueue(&params)?;
+            if params.jobs.is_empty() {
+                return Ok(Vec::new());
+            }
+            let (results, due) = self.enqueue_on(conn, &params).await?;
+            let admitted: Vec<String> = due
+                .into_iter()
+                .filter(|queue| self.inner.wakeups.admit(queue))
+                .collect();
+            if !admitted.is_empty() {
+                sqlx::query(&self.inner.queries.job_notify)
+                    .bind(self.inner.wakeups.channel())
+                    .bind(&admitted)
+                    .execute(&mut *conn)
+                    .await
+                    .classified()?;
+            }
+            Ok(results)
+        })
+    }
+
+    /// Inserts a validated, non-empty batch on `conn`. Returns the results in input
+    /// order and the distinct queues that got a job due now.
+    fn enqueue_on<'a>(
+        &'a self,
+        conn: &'a mut PgConnection,
+        params: &'a JobEnqueueParams,
+    ) -> Pin<Box<dyn Future<Output = EnqueueResult> + Send + 'a>> {
+        Box::pin(self.enqueue_on_inner(conn, params))
+    }
+
+    async fn enqueue_on_inner(
+        &self,
+        conn: &mut PgConnection,
+        params: &JobEnqueueParams,
+    ) -> EnqueueResult {
+        let jobs = &params.jobs;
+        // A key repeated within the batch goes to its first job; later ones are
+        // duplicates of it.
+        let mut first_with_key: HashMap<&str, usize> = HashMap::new();
+        let mut same_as: Vec<Option<usize>> = vec![None; jobs.len()];
+        for (i, job) in jobs.iter().enumerate() {
+            if let Some(key) = job.unique_key.as_deref() {
+                match first_with_key.get(key) {
+                    Some(&first) => same_as[i] = Some(first),
+                    None => {
+                        first_with_key.insert(key, i);
+                    }
+                }
+            }
+        }
+        let mut results: Vec<Option<Enqueued>> = vec![None; jobs.len()];
+        let mut pending: Vec<usize> = (0..jobs.len()).filter(|&i| same_as[i].is_none()).collect();
+        let mut due_queues: Vec<String> = Vec::new();
+        // A holder can be pruned or purged between the insert and the look-up; then the
+        // insert is tried again. Three rounds make that race practically impossible.
+        for _round in 0..3 {
+            if pending.is_empty() {
+                break;
+            }
+            let batch: Vec<&NewJob> = pending.iter().map(|&i| &jobs[i]).collect();
+            let rows = bind_new_jobs(sqlx::query(&self.inner.queries.job_enqueue), &batch, params)?
+                .fetch_all(&mut *conn)
+                .await
+                .classified()?;
+            let mut taken: Vec<(usize, String)> = Vec::new();
+            for row in &rows {
+                let ord: i64 = row.try_get("ord").classified()?;
+                let index = pending[usize::try_from(ord - 1).map_err(StoreError::backend)?];
+                if row.try_get::<bool, _>("inserted").classified()? {
+                    results[index] = Some(Enqueued {
+                        id: row.try_get("id").classified()?,
+                        duplicate: false,
+                    });
+                    if row.try_get::<bool, _>("due").classified()? {
+                        due_queues.push(row.try_get("queue").classified()?);
+                    }
+                } else if let Some(key) = &jobs[index].unique_key {
+                    taken.push((index, key.clone()));
+                } else {
+                    return Err(StoreError::Backend {
+                        message: format!("job {index} of the batch was not inserted"),
+                        source: None,
+                    });
+                }
+            }
+            pending.clear();
+            if taken.is_empty() {
+                break;
+            }
+            let keys: Vec<&str> = taken.iter().map(|(_, key)| key.as_str()).collect();
+            let holders: HashMap<String, i64> =
+                sqlx::query_as(&self.inner.queries.job_enqueue_holders)
+                    .bind(&keys)
+                    .fetch_all(&mut *conn)
+                    .await
+                    .classified()?
+                    .into_iter()
+                    .collect();
+            for (index, key) in taken {
+                match holders.get(&key) {
+                    Some(&id) => {
+                        results[index] = Some(Enqueued {
+                            id,
+                            duplicate: true,
+                        })
+                    }
+                    None => pending.push(index),
+                }
+            }
+        }
+        if !pending.is_empty() {
+            return Err(StoreError::Unavailable {
+                message: "the holder of a unique key kept disappearing during enqueue; retry"
+                    .to_string(),
+                source: None,
+            });
+        }
+        for (i, first) in same_as.iter().enumerate() {
+            if let Some(first) = *first {
+                let id = results[first]
+                    .map(|r| r.id)
+                    .ok_or_else(|| StoreError::Backend {
+                        message: "a unique key's first job has no result".to_string(),
+                        source: None,
+                    })?;
+                results[i] = Some(Enqueued {
+                    id,
+                    duplicate: true,
+                });
+            }
+        }
+        let results = results
+            .into_iter()
+            .map(|r| {
+                r.ok_or_else(|| StoreError::Backend {
+                    message: "a job of the batch has no result".to_string(),
+                    source: None,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        due_queues.sort();
+        due_queues.dedup();
+        Ok((results, due_queues))
+    }
+
+    fn announce(&self, queues: Vec<String>) {
+        if !queues.is_empty() {
+            self.inner.wakeups.announce(queues);
+        }
+    }
+}
+
+/// Parses a `postgres://` or `postgresql://` URL.
+fn parse_url(url: &str) -> Result<PgConnectOptions, StoreError> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(StoreError::UnsupportedUrl {
+            url: url.to_string(),
+            message: "the PostgreSQL backend takes postgres:// or postgresql:// URLs".to_string(),
+        });
+    }
+    PgConnectOptions::from_str(url).map_err(|err| StoreError::UnsupportedUrl {
+        url: url.to_string(),
+        message: format!("not a valid PostgreSQL URL: {err}"),
+    })
+}
+
+fn validate_enqueue(params: &JobEnqueueParams) -> Result<(), InputError> {
+    if !(1..=NewJob::MAX_ATTEMPTS).contains(&params.default_max_attempts) {
+        return Err(InputError::new(
+            "max_attempts",
+            format!(
+                "default {} is out of range; use 1..={}",
+                params.default_max_attempts,
+                NewJob::MAX_ATTEMPTS
+            ),
+        ));
+    }
+    params.jobs.iter().try_for_each(NewJob::validate)
+}
+
+fn validate_lease(field: &'static str, lease: Duration) -> Result<(), InputError> {
+    if lease.is_zero() {
+        return Err(InputError::new(field, "must be longer than zero"));
+    }
+    if lease > NewJob::MAX_DELAY {
+        return Err(InputError::new(field, "must be at most 365 days"));
+    }
+    Ok(())
+}
+
+fn validate_filter(filter: &JobFilter) -> Result<(), InputError> {
+    if let Some(queue) = &filter.queue {
+        names::validate_name("queue", queue)?;
+    }
+    if let Some(kind) = &filter.kind {
+        names::validate_name("kind", kind)?;
+    }
+    Ok(())
+}
+
+/// A duration in whole milliseconds, held at [`NewJob::MAX_DELAY`] (longer is a unit
+/// mistake or an unbounded cap; interval arithmetic would overflow long before i64).
+fn millis(duration: Duration) -> i64 {
+    let held = duration.min(NewJob::MAX_DELAY);
+    i64::try_from(held.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Text PostgreSQL can store: it refuses U+0000 in `text` and `jsonb`. A handler's
+/// error message is whatever the failing code said, and refusing it would make the
+/// failure impossible to record, so the character is replaced instead.
+fn pg_text(text: &str) -> String {
+    text.replace('\0', "\u{FFFD}")
+}
+
+/// Whether a JSON value holds U+0000 in a string or a key.
+fn has_nul(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::String(s) => s.contains('\0'),
+        serde_json::Value::Array(items) => items.iter().any(has_nul),
+        serde_json::Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+        _ => false,
+    }
+}
+
+/// How many history entries a job keeps, as SQL takes it.
+fn history_limit() -> i32 {
+    i32::try_from(ErrorEntry::HISTORY_LIMIT).unwrap_or(i32::MAX)
+}
+
+fn bind_new_jobs<'q>(
+    query: Query<'q, Postgres, PgArguments>,
+    jobs: &[&NewJob],
+    params: &JobEnqueueParams,
+) -> Result<Query<'q, Postgres, PgArguments>, StoreError> {
+    let mut queue = Vec::with_capacity(jobs.len());
+    let mut kind = Vec::with_capacity(jobs.len());
+    let mut payload = Vec::with_capacity(jobs.len());
+    let mut priority = Vec::with_capacity(jobs.len());
+    let mut run_at: Vec<Option<Timestamp>> = Vec::with_capacity(jobs.len());
+    let mut delay: Vec<Option<i64>> = Vec::with_capacity(jobs.len());
+    let mut max_attempts = Vec::with_capacity(jobs.len());
+    let mut group_key = Vec::with_capacity(jobs.len());
+    let mut unique_key = Vec::with_capacity(jobs.len());
+    let mut correlation_id = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        queue.push(job.queue.clone());
+        kind.push(job.kind.clone());
+        let json = serde_json::to_string(&job.payload).map_err(StoreError::backend)?;
+        if has_nul(&job.payload) {
+            return Err(InputError::new(
+                "payload",
+                "contains the character U+0000, which PostgreSQL's jsonb cannot store",
+            )
+            .into());
+        }
+        payload.push(json);
+        priority.push(job.priority);
+        run_at.push(job.run_at);
+        delay.push(job.delay.map(millis));
+        max_attempts.push(job.max_attempts.unwrap_or(params.default_max_attempts));
+        group_key.push(job.group_key.clone());
+        unique_key.push(job.unique_key.clone());
+        correlation_id.push(job.correlation_id.clone());
+    }
+    Ok(query
+        .bind(params.now)
+        .bind(queue)
+        .bind(kind)
+        .bind(payload)
+        .bind(priority)
+        .bind(run_at)
+        .bind(delay)
+        .bind(max_attempts)
+        .bind(group_key)
+        .bind(unique_key)
+        .bind(correlation_id))
+}
+
+/// Binds a [`JobFilter`] as `$1..$10` (see `queries/job_filter.sql`).
+fn bind_filter<'q>(
+    query: Query<'q, Postgres, PgArguments>,
+    filter: &JobFilter,
+) -> Query<'q, Postgres, PgArguments> {
+    query
+        .bind(filter.ids.clone())
+        .bind(filter.queue.clone())
+        .bind(filter.kind.clone())
+        .bind(
+            filter
+                .statuses
+                .as_ref()
+                .map(|states| states.iter().map(|s| s.as_str()).collect::<Vec<_>>()),
+        )
+        .bind(filter.group_key.clone())
+        .bind(filter.correlation_id.clone())
+        .bind(filter.dead_reason.map(|r| r.as_str()))
+        .bind(filter.error_contains.clone())
+        .bind(filter.finished_after)
+        .bind(filter.finished_before)
+}
+
+/// Splits leases into id and token arrays, each (id, token) pair once. A pair given
+/// twice is applied once; its later copies report a lost lease (they change nothing).
+fn lease_arrays(leases: &[LeaseRef]) -> (Vec<i64>, Vec<i64>, Vec<bool>) {
+    let mut seen = HashSet::new();
+    let mut ids = Vec::new();
+    let mut tokens = Vec::new();
+    let mut first = Vec::with_capacity(leases.len());
+    for lease in leases {
+        let fresh = seen.insert((lease.id, lease.lease_token.0));
+        if fresh {
+            ids.push(lease.id);
+            tokens.push(lease.lease_token.0);
+        }
+        first.push(fresh);
+    }
+    (ids, tokens, first)
+}
+
+/// One result per lease, in order: applied when its pair came back from the update
+/// (and it is that pair's first copy).
+fn fenced_results(
+    leases: &[LeaseRef],
+    first: &[bool],
+    applied: &HashSet<(i64, i64)>,
+) -> Vec<Fenced> {
+    leases
+        .iter()
+        .zip(first)
+        .map(|(lease, &first)| {
+            if first && applied.contains(&(lease.id, lease.lease_token.0)) {
+                Fenced::Applied
+            } else {
+                Fenced::LeaseLost
+            }
+        })
+        .collect()
+}
+
+fn applied_pairs(rows: &[PgRow]) -> Result<HashSet<(i64, i64)>, StoreError> {
+    rows.iter()
+        .map(|row| {
+            Ok((
+                row.try_get::<i64, _>(0).classified()?,
+                row.try_get::<i64, _>(1).classified()?,
+            ))
+        })
+        .collect()
+}
+
+fn fenced(applied: bool) -> Fenced {
+    if applied {
+        Fenced::Applied
+    } else {
+        Fenced::LeaseLost
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            multi_process: true,
+            transactional_enqueue: true,
+            cross_process_wakeup: true,
+        }
+    }
+
+    async fn now(&self) -> Result<Timestamp, StoreError> {
+        sqlx::query_scalar(&self.inner.queries.store_now)
+            .fetch_one(&self.inner.pool)
+            .await
+            .classified()
+    }
+
+    async fn wait_for_jobs(&self, queue: &str, timeout: Duration) {
+        self.inner.wakeups.wait(queue, timeout).await;
+    }
+
+    async fn job_enqueue(&self, params: JobEnqueueParams) -> Result<Vec<Enqueued>, StoreError> {
+        validate_enqueue(&params)?;
+        if params.jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.inner.pool.acquire().await.classified()?;
+        // Without unique keys the batch is one INSERT statement, atomic by itself: skip
+        // BEGIN and COMMIT (two round trips). With them, a lost race may need a second
+        // insert round, and the batch must stay all-or-nothing across rounds.
+        let (results, due) = if params.jobs.iter().any(|job| job.unique_key.is_some()) {
+            let mut tx = conn.begin().await.classified()?;
+            let done = self.enqueue_on(&mut tx, &params).await?;
+            tx.commit().await.classified()?;
+            done
+        } else {
+            self.enqueue_on(&mut conn, &params).await?
+        };
+        self.announce(due);
+        Ok(results)
+    }
+
+    async fn job_claim(&self, params: JobClaimParams) -> Result<Vec<Job>, StoreError> {
+        names::validate_name("queue", &params.queue)?;
+        names::validate_key("worker", &params.worker)?;
+        validate_lease("lease", params.lease)?;
+        if params.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(&self.inner.queries.job_claim)
+            .bind(params.now)
+            .bind(&params.queue)
+            .bind(i64::from(params.limit))
+            .bind(&params.worker)
+            .bind(millis(params.lease))
+            .bind(history_limit())
+            .fetch_all(&self.inner.pool)
+            .await
+            .classified()?;
+        let mut jobs = rows
+            .iter()
+            .map(job_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        jobs.sort_by(|a, b| {
+            b.priority
+                .cmp(&a.priority)
+                .then(a.run_at.cmp(&b.run_at))
+                .then(a.id.cmp(&b.id))
+        });
+        Ok(jobs)
+    }
+
+    async fn job_heartbeat(&self, params: JobHeartbeatParams) -> Result<Fenced, StoreError> {
+        validate_lease("lease_for", params.lease_for)?;
+        let row = sqlx::query(&self.inner.queries.job_heartbeat)
+            .bind(params.now)
+            .bind(params.lease.id)
+            .bind(params.lease.lease_token.0)
+            .bind(millis(params.lease_for))
+            .fetch_optional(&self.inner.pool)
+            .await
+            .classified()?;
+        Ok(fenced(row.is_some()))
+    }
+
+    async fn job_complete(&self, params: JobCompleteParams) -> Result<Vec<Fenced>, StoreError> {
+        if params.leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (ids, tokens, first) = lease_arrays(&params.leases);
+        let rows = sqlx::query(&self.inner.queries.job_complete)
+            .bind(params.now)
+            .bind(&ids)
+            .bind(&tokens)
+            .fetch_all(&self.inner.pool)
+            .await
+            .classified()?;
+        // A finished grouped job lets the next of its group run.
+        let mut wake = Vec::new();
+        for row in &rows {
+            if row.try_get::<bool, _>("grouped").classified()? {
+                wake.push(row.try_get("queue").classified()?);
+            }
+        }
+        self.announce(wake);
+        Ok(fenced_results(
+            &params.leases,
+            &first,
+            &applied_pairs(&rows)?,
+        ))
+    }
+
+    async fn job_fail(&self, params: JobFailParams) -> Result<Vec<Fenced>, StoreError> {
+        if params.failures.is_empty() {
+            return Ok(Vec::new());
+        }
+        let leases: Vec<LeaseRef> = params.failures.iter().map(|f| f.lease).collect();
+        let (_, _, first) = lease_arrays(&leases);
+        let n = params.failures.len();
+        let mut ids = Vec::with_capacity(n);
+        let mut tokens = Vec::with_capacity(n);
+        let mut classes = Vec::with_capacity(n);
+        let mut messages = Vec::with_capacity(n);
+        let mut workers = Vec::with_capacity(n);
+        let mut delays: Vec<Option<i64>> = Vec::with_capacity(n);
+        let mut reasons: Vec<Option<&str>> = Vec::with_capacity(n);
+        for (failure, &first) in params.failures.iter().zip(&first) {
+            if !first {
+                continue;
+            }
+            ids.push(failure.lease.id);
+            tokens.push(failure.lease.lease_token.0);
+            classes.push(failure.failure.class.as_str());
+            messages.push(pg_text(&ErrorEntry::truncate_message(
+                &failure.failure.message,
+            )));
+            workers.push(failure.worker.as_deref().map(pg_text));
+            match &failure.action {
+                FailAction::Retry { delay } => {
+                    delays.push(Some(millis(*delay)));
+                    reasons.push(None);
+                }
+                FailAction::Dead { reason } => {
+                    delays.push(None);
+                    reasons.push(Some(reason.as_str()));
+                }
+            }
+        }
+        let rows = sqlx::query(&self.inner.queries.job_fail)
+            .bind(params.now)
+            .bind(&ids)
+            .bind(&tokens)
+            .bind(&classes)
+            .bind(&messages)
+            .bind(&workers)
+            .bind(&delays)
+            .bind(&reasons)
+            .bind(history_limit())
+            .fetch_all(&self.inner.pool)
+            .await
+            .classified()?;
+        let mut wake = Vec::new();
+        for row in &rows {
+            if row.try_get::<bool, _>("wake").classified()? {
+                wake.push(row.try_get("queue").classified()?);
+            }
+        }
+        self.announce(wake);
+        Ok(fenced_results(&leases, &first, &applied_pairs(&rows)?))
+    }
+
+    async fn job_snooze(&self, params: JobSnoozeParams) -> Result<Fenced, StoreError> {
+        let row = sqlx::query(&self.inner.queries.job_snooze)
+            .bind(params.now)
+            .bind(params.lease.id)
+            .bind(params.lease.lease_token.0)
+            .bind(millis(params.delay))
+            .fetch_optional(&self.inner.pool)
+            .await
+            .classified()?;
+        if let Some(row) = &row {
+            if row.try_get::<bool, _>("due").classified()? {
+                self.announce(vec![row.try_get("queue").classified()?]);
+            }
+        }
+        Ok(fenced(row.is_some()))
+    }
+
+    async fn job_release(&self, params: JobReleaseParams) -> Result<Vec<Fenced>, StoreError> {
+        if params.leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (ids, tokens, first) = lease_arrays(&params.leases);
+        let rows = sqlx::query(&self.inner.queries.job_release)
+            .bind(params.now)
+            .bind(&ids)
+            .bind(&tokens)
+            .fetch_all(&self.inner.pool)
+            .await
+            .classified()?;
+        let wake = rows
+            .iter()
+            .map(|row| row.try_get("queue").classified())
+            .collect::<Result<Vec<String>, _>>()?;
+        self.announce(wake);
+        Ok(fenced_results(
+            &params.leases,
+            &first,
+            &applied_pairs(&rows)?,
+        ))
+    }
+
+    async fn job_cancel(&self, params: JobCancelParams) -> Result<CancelResult, StoreError> {
+        if let Some(message) = &params.message {
+            if message
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t')
+            {
+                return Err(
+                    InputError::new("message", "must not contain control characters").into(),
+                );
+            }
+        }
+        let (id, token) = match params.target {
+            CancelTarget::Id(id) => (id, None),
+            CancelTarget::Lease(lease) => (lease.id, Some(lease.lease_token.0)),
+        };
+        // The history has no class for a cancellation; it is recorded as permanent (the
+        // job will not run again) with the reason in the message.
+        let message = params
+            .message
+            .as_deref()
+            .map(|m| pg_text(&ErrorEntry::truncate_message(&format!("cancelled: {m}"))));
+        // A job seen as ready or running after a cancel by id matched nothing was
+        // claimed or redriven in between; try again (twice is plenty).
+        for _ in 0..3 {
+            let row = sqlx::query(&self.inner.queries.job_cancel)
+                .bind(params.now)
+                .bind(id)
+                .bind(token)
+                .bind(&message)
+                .bind(history_limit())
+                .bind(FailureClass::Permanent.as_str())
+                .bind(token.is_some())
+                .fetch_optional(&self.inner.pool)
+                .await
+                .classified()?;
+            if let Some(row) = row {
+                if row.try_get::<bool, _>("grouped").classified()? {
+                    self.announce(vec![row.try_get("queue").classified()?]);
+                }
+                return Ok(CancelResult::Cancelled);
+            }
+            if token.is_some() {
+                return Ok(CancelResult::LeaseLost);
+            }
+            let status: Option<String> = sqlx::query_scalar(&self.inner.queries.job_status)
+                .bind(id)
+                .fetch_optional(&self.inner.pool)
+                .await
+                .classified()?;
+            let Some(status) = status else {
+                return Ok(CancelResult::NotFound);
+            };
+            let status = JobState::from_str(&status)
+                .map_err(|_| StoreError::Corrupt(format!("jobs.status of job {id}: {status:?}")))?;
+            if status.is_terminal() {
+                return Ok(CancelResult::NotCancellable(status));
+            }
+        }
+        Err(StoreError::Unavailable {
+            message: format!("job {id} kept changing state during cancel; retry"),
+            source: None,
+        })
+    }
+
+    async fn job_get(&self, params: JobGetParams) -> Result<Option<Job>, StoreError> {
+        sqlx::query(&self.inner.queries.job_get)
+            .bind(params.id)
+            .fetch_optional(&self.inner.pool)
+            .await
+            .classified()?
+            .map(|row| job_from_row(&row))
+            .transpose()
+    }
+
+    async fn job_list(&self, params: JobListParams) -> Result<Vec<Job>, StoreError> {
+        validate_filter(&params.filter)?;
+        if params.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let rows = bind_filter(sqlx::query(&self.inner.queries.job_list), &params.filter)
+            .bind(params.before_id)
+            .bind(i64::from(params.limit.min(LIST_LIMIT_CAP)))
+            .fetch_all(&self.inner.pool)
+            .await
+            .classified()?;
+        rows.iter().map(job_from_row).collect()
+    }
+
+    async fn job_sweep(&self, params: JobSweepParams) -> Result<Vec<JobId>, StoreError> {
+        let mut ids: Vec<JobId> = sqlx::query_scalar(&self.inner.queries.job_sweep)
+            .bind(params.now)
+            .bind(history_limit())
+            .fetch_all(&self.inner.pool)
+            .await
+            .classified()?;
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    async fn job_redrive(&self, params: JobRedriveParams) -> Result<Vec<JobId>, StoreError> {
+        validate_filter(&params.filter)?;
+        let rows = bind_filter(sqlx::query(&self.inner.queries.job_redrive), &params.filter)
+            .bind(params.limit.map(i64::from))
+            .bind(millis(params.spacing))
+            .bind(params.now)
+            .fetch_all(&self.inner.pool)
+            .await
+            .classified()?;
+        let mut ids = Vec::with_capacity(rows.len());
+        let mut wake = Vec::new();
+        for row in &rows {
+            ids.push(row.try_get::<i64, _>("id").classified()?);
+            if row.try_get::<bool, _>("due").classified()? {
+                wake.push(row.try_get("queue").classified()?);
+            }
+        }
+        ids.sort_unstable();
+        self.announce(wake);
+        Ok(ids)
+    }
+
+    async fn job_purge(&self, params: JobPurgeParams) -> Result<u64, StoreError> {
+        validate_filter(&params.filter)?;
+        let done = bind_filter(sqlx::query(&self.inner.queries.job_purge), &params.filter)
+            .bind(params.limit.map(i64::from))
+            .execute(&self.inner.pool)
+            .await
+            .classified()?;
+        Ok(done.rows_affected())
+    }
+
+    async fn job_prune(&self, params: JobPruneParams) -> Result<u64, StoreError> {
+        let done = sqlx::query(&self.inner.queries.job_prune)
+            .bind(params.now)
+            .bind(millis(params.retention))
+            .bind(i64::from(params.limit))
+            .execute(&self.inner.pool)
+            .await
+            .classified()?;
+        Ok(done.rows_affected())
+    }
+
+    async fn queue_pause(&self, params: QueuePauseParams) -> Result<(), StoreError> {
+        names::validate_name("queue", &params.queue)?;
+        sqlx::query(&self.inner.queries.queue_set_paused)
+            .bind(params.now)
+            .bind(&params.queue)
+            .bind(true)
+            .execute(&self.inner.pool)
+            .await
+            .classified()?;
+        Ok(())
+    }
+
+    async fn queue_resume(&self, params: QueuePauseParams) -> Result<(), StoreError> {
+        names::validate_name("queue", &params.queue)?;
+        sqlx::query(&self.inner.queries.queue_set_paused)
+            .bind(params.now)
+            .bind(&params.queue)
+            .bind(false)
+            .execute(&self.inner.pool)
+            .await
+            .classified()?;
+        self.announce(vec![params.queue]);
+        Ok(())
+    }
+
+    async fn queue_stats(&self, params: QueueStatsParams) -> Result<Vec<QueueStats>, StoreError> {
+        if let Some(queue) = &params.queue {
+            names::validate_name("queue", queue)?;
+        }
+        let rows = sqlx::query(&self.inner.queries.queue_stats)
+            .bind(params.now)
+            .bind(&params.queue)
+            .bind(millis(params.worker_alive_within))
+            .fetch_all(&self.inner.pool)
+            .await
+            .classified()?;
+        rows.iter()
+            .map(|row| {
+                Ok(QueueStats {
+                    queue: row.try_get("queue").classified()?,
+                    paused: row.try_get("paused").classified()?,
+                    ready: row.try_get("ready").classified()?,
+                    scheduled: row.try_get("scheduled").classified()?,
+                    retrying: row.try_get("retrying").classified()?,
+                    running: row.try_get("running").classified()?,
+                    completed: row.try_get("completed").classified()?,
+                    dead: row.try_get("dead").classified()?,
+                    dead_last_hour: row.try_get("dead_last_hour").classified()?,
+                    cancelled: row.try_get("cancelled").classified()?,
+                    oldest_due_age_secs: row.try_get("oldest_due_age_secs").classified()?,
+                    workers_alive: row.try_get("workers_alive").classified()?,
+                    last_completed_at: row.try_get("last_completed_at").classified()?,
+                })
+            })
+            .collect()
+    }
+
+    async fn worker_heartbeat(&self, params: WorkerHeartbeatParams) -> Result<(), StoreError> {
+        names::validate_key("worker", &params.worker)?;
+        if params.host.chars().any(char::is_control) {
+            return Err(InputError::new("host", "must not contain control characters").into());
+        }
+        for queue in &params.queues {
+            names::validate_name("queue", queue)?;
+        }
+        sqlx::query(&self.inner.queries.worker_heartbeat)
+            .bind(params.now)
+            .bind(&params.worker)
+            .bind(&params.host)
+            .bind(params.pid)
+            .bind(&params.queues)
+            .execute(&self.inner.pool)
+            .await
+            .classified()?;
+        Ok(())
+    }
+
+    async fn worker_list(&self) -> Result<Vec<WorkerInfo>, StoreError> {
+        let rows = sqlx::query(&self.inner.queries.worker_list)
+            .fetch_all(&self.inner.pool)
+            .await
+            .classified()?;
+        rows.iter()
+            .map(|row| {
+                Ok(WorkerInfo {
+                    worker: row.try_get("worker").classified()?,
+                    host: row.try_get("host").classified()?,
+                    pid: row.try_get("pid").classified()?,
+                    queues: row.try_get("queues").classified()?,
+                    started_at: row.try_get("started_at").classified()?,
+                    last_seen_at: row.try_get("last_seen_at").classified()?,
+                })
+            })
+            .collect()
+    }
+
+    async fn worker_remove(&self, params: WorkerRemoveParams) -> Result<u64, StoreError> {
+        let done = match params {
+            WorkerRemoveParams::Worker(worker) => {
+                sqlx::query(&self.inner.queries.worker_remove)
+                    .bind(worker)
+                    .execute(&self.inner.pool)
+                    .await
+            }
+            WorkerRemoveParams::StaleFor { stale_after, now } => {
+                sqlx::query(&self.inner.queries.worker_remove_stale)
+                    .bind(now)
+                    .bind(millis(stale_after))
+                    .execute(&self.inner.pool)
+                    .await
+            }
+        }
+        .classified()?;
+        Ok(done.rows_affected())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notify;
+
+    #[test]
+    fn the_longest_schema_still_makes_a_valid_channel() {
+        assert!(notify::channel_for(&"s".repeat(MAX_SCHEMA_LEN)).len() <= 63);
+        assert!(PgStoreOptions::with_schema("s".repeat(MAX_SCHEMA_LEN))
+            .validate()
+            .is_ok());
+        assert!(PgStoreOptions::with_schema("s".repeat(MAX_SCHEMA_LEN + 1))
+            .validate()
+            .is_err());
+        assert!(PgStoreOptions::with_schema("bad-name").validate().is_err());
+        assert!(PgStoreOptions::with_schema("1abc").validate().is_err());
+        assert!(PgStoreOptions::with_schema("").validate().is_err());
+    }
+
+    #[test]
+    fn non_postgres_urls_are_refused() {
+        assert!(matches!(
+            parse_url("sqlite://revenant.db"),
+            Err(StoreError::UnsupportedUrl { .. })
+        ));
+        assert!(parse_url("postgresql://u@localhost/db").is_ok());
+    }
+}

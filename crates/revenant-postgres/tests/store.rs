@@ -1,0 +1,731 @@
+//! PostgreSQL-specific behaviour: what the shared conformance suite cannot check
+//! (transactional enqueue, several processes, wake-ups across connections, connection
+//! loss). Every test runs on its own fresh schema.
+
+mod support;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::DateTime;
+use revenant_core::store::{
+    Fenced, JobClaimParams, JobCompleteParams, JobEnqueueParams, JobGetParams, JobListParams,
+    JobSweepParams, LeaseRef,
+};
+use revenant_core::{DeadReason, FailureClass, JobState, NewJob, Store, StoreError, Timestamp};
+use revenant_postgres::{PgStore, PgStoreOptions};
+use support::TestDb;
+
+fn t0() -> Timestamp {
+    DateTime::from_timestamp_millis(1_767_225_600_123).expect("valid time")
+}
+
+fn at(secs: i64) -> Timestamp {
+    t0() + chrono::Duration::seconds(secs)
+}
+
+fn enqueue_params(jobs: Vec<NewJob>, now: Option<Timestamp>) -> JobEnqueueParams {
+    JobEnqueueParams {
+        jobs,
+        default_max_attempts: 3,
+        now,
+    }
+}
+
+fn claim(queue: &str, limit: u32, now: Option<Timestamp>) -> JobClaimParams {
+    JobClaimParams {
+        queue: queue.to_string(),
+        worker: "worker-a".to_string(),
+        limit,
+        lease: Duration::from_secs(30),
+        now,
+    }
+}
+
+fn lease(job: &revenant_core::Job) -> LeaseRef {
+    LeaseRef {
+        id: job.id,
+        lease_token: job.lease_token.expect("claimed job has a token"),
+    }
+}
+
+fn job(queue: &str) -> NewJob {
+    NewJob::new(queue, "noop", serde_json::json!({"n": 1}))
+}
+
+/// Starts the store's listener and waits until a wait on `queue` is quiet (the
+/// listener's connect wakes every waiter once).
+async fn settle(store: &PgStore, queue: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let start = Instant::now();
+        store.wait_for_jobs(queue, Duration::from_millis(150)).await;
+        if start.elapsed() >= Duration::from_millis(150) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "wait_for_jobs never went quiet");
+    }
+}
+
+#[tokio::test]
+async fn claim_complete_and_fence_round_trip_with_pinned_milliseconds() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let store = &db.store;
+    let ids = store
+        .job_enqueue(enqueue_params(
+            vec![
+                job("q"),
+                job("q").with_priority(5),
+                job("q").with_delay(Duration::from_secs(60)),
+            ],
+            Some(t0()),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 3);
+    assert!(ids.iter().all(|e| !e.duplicate));
+    let stored = store
+        .job_get(JobGetParams { id: ids[0].id })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.run_at,
+        t0(),
+        "a pinned millisecond time round-trips exactly"
+    );
+    assert_eq!(stored.created_at, t0());
+    assert_eq!(stored.payload, serde_json::json!({"n": 1}));
+
+    let claimed = store.job_claim(claim("q", 10, Some(t0()))).await.unwrap();
+    assert_eq!(
+        claimed.iter().map(|j| j.id).collect::<Vec<_>>(),
+        vec![ids[1].id, ids[0].id],
+        "priority first; the delayed job is not due"
+    );
+    let first = &claimed[0];
+    assert_eq!(first.status, JobState::Running);
+    assert_eq!(first.attempts, 1);
+    assert_eq!(first.lease_expires_at, Some(at(30)));
+    let token = first.lease_token.unwrap();
+    assert!(token.0 > 0 && token.0 < (1 << 53));
+
+    let stale = LeaseRef {
+        id: first.id,
+        lease_token: revenant_core::LeaseToken(token.0 ^ 1),
+    };
+    let results = store
+        .job_complete(JobCompleteParams {
+            leases: vec![stale, lease(first), lease(first)],
+            now: Some(at(1)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        results,
+        vec![Fenced::LeaseLost, Fenced::Applied, Fenced::LeaseLost]
+    );
+    let done = store
+        .job_get(JobGetParams { id: first.id })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(done.status, JobState::Completed);
+    assert_eq!(done.finished_at, Some(at(1)));
+    assert_eq!(done.lease_token, None);
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn expired_leases_are_reclaimed_once_then_die_with_lease_expired() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let store = &db.store;
+    let id = store
+        .job_enqueue(enqueue_params(
+            vec![job("q").with_max_attempts(2)],
+            Some(t0()),
+        ))
+        .await
+        .unwrap()[0]
+        .id;
+    let first = store.job_claim(claim("q", 1, Some(t0()))).await.unwrap();
+    assert_eq!(first.len(), 1);
+    let second = store.job_claim(claim("q", 1, Some(at(31)))).await.unwrap();
+    assert_eq!(second.len(), 1, "an expired lease is claimable");
+    assert_eq!(second[0].attempts, 2);
+    assert_ne!(second[0].lease_token, first[0].lease_token);
+    assert_eq!(second[0].errors.len(), 1);
+    assert_eq!(second[0].errors[0].class, FailureClass::LeaseExpired);
+    assert_eq!(second[0].errors[0].attempt, 1);
+    let late = store
+        .job_complete(JobCompleteParams {
+            leases: vec![lease(&first[0])],
+            now: Some(at(32)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        late,
+        vec![Fenced::LeaseLost],
+        "the first worker's late ack is rejected"
+    );
+
+    assert!(store
+        .job_sweep(JobSweepParams { now: Some(at(40)) })
+        .await
+        .unwrap()
+        .is_empty());
+    let swept = store
+        .job_sweep(JobSweepParams { now: Some(at(62)) })
+        .await
+        .unwrap();
+    assert_eq!(swept, vec![id]);
+    let dead = store.job_get(JobGetParams { id }).await.unwrap().unwrap();
+    assert_eq!(dead.status, JobState::Dead);
+    assert_eq!(dead.dead_reason, Some(DeadReason::LeaseExpired));
+    assert_eq!(dead.errors.len(), 2);
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn only_the_head_of_a_group_is_claimable() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let store = &db.store;
+    let ids = store
+        .job_enqueue(enqueue_params(
+            vec![job("q").with_group("g"), job("q").with_group("g"), job("q")],
+            Some(t0()),
+        ))
+        .await
+        .unwrap();
+    let claimed = store.job_claim(claim("q", 10, Some(t0()))).await.unwrap();
+    let claimed_ids: Vec<i64> = claimed.iter().map(|j| j.id).collect();
+    assert_eq!(claimed_ids, vec![ids[0].id, ids[2].id]);
+    assert!(store
+        .job_claim(claim("q", 10, Some(t0())))
+        .await
+        .unwrap()
+        .is_empty());
+    store
+        .job_complete(JobCompleteParams {
+            leases: vec![lease(&claimed[0])],
+            now: Some(t0()),
+        })
+        .await
+        .unwrap();
+    let next = store.job_claim(claim("q", 10, Some(t0()))).await.unwrap();
+    assert_eq!(
+        next.iter().map(|j| j.id).collect::<Vec<_>>(),
+        vec![ids[1].id]
+    );
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn concurrent_enqueues_with_one_unique_key_make_one_job() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let other = db.another_store().await;
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let store = if i % 2 == 0 {
+            db.store.clone()
+        } else {
+            other.clone()
+        };
+        tasks.push(tokio::spawn(async move {
+            store
+                .job_enqueue(enqueue_params(
+                    vec![
+                        job("q").with_unique_key("receipt-42"),
+                        job("q").with_unique_key("receipt-42"),
+                    ],
+                    None,
+                ))
+                .await
+                .unwrap()
+        }));
+    }
+    let mut ids = HashSet::new();
+    let mut inserted = 0;
+    for task in tasks {
+        for enqueued in task.await.unwrap() {
+            ids.insert(enqueued.id);
+            inserted += usize::from(!enqueued.duplicate);
+        }
+    }
+    assert_eq!(ids.len(), 1, "every enqueue returns the same job");
+    assert_eq!(inserted, 1, "exactly one enqueue inserted it");
+    let all = db
+        .store
+        .job_list(JobListParams {
+            limit: 100,
+            ..JobListParams::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 1);
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn a_job_enqueued_in_a_rolled_back_transaction_never_existed() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let store = &db.store;
+
+    let mut tx = store.pool().begin().await.unwrap();
+    let rolled_back = store
+        .job_enqueue_tx(&mut tx, enqueue_params(vec![job("outbox")], None))
+        .await
+        .unwrap()[0]
+        .id;
+    // While the transaction is open, no worker sees the job.
+    assert!(store
+        .job_claim(claim("outbox", 10, None))
+        .await
+        .unwrap()
+        .is_empty());
+    tx.rollback().await.unwrap();
+    assert!(store
+        .job_get(JobGetParams { id: rolled_back })
+        .await
+        .unwrap()
+        .is_none());
+    assert!(store
+        .job_claim(claim("outbox", 10, None))
+        .await
+        .unwrap()
+        .is_empty());
+
+    // In a spawned task, as an application handler would (the future is Send).
+    let producer = store.clone();
+    let (committed, tx) = tokio::spawn(async move {
+        let mut tx = producer.pool().begin().await.unwrap();
+        let id = producer
+            .job_enqueue_tx(&mut tx, enqueue_params(vec![job("outbox")], None))
+            .await
+            .unwrap()[0]
+            .id;
+        (id, tx)
+    })
+    .await
+    .unwrap();
+    assert!(store
+        .job_claim(claim("outbox", 10, None))
+        .await
+        .unwrap()
+        .is_empty());
+    tx.commit().await.unwrap();
+    let claimed = store.job_claim(claim("outbox", 10, None)).await.unwrap();
+    assert_eq!(
+        claimed.iter().map(|j| j.id).collect::<Vec<_>>(),
+        vec![committed]
+    );
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn a_transactional_enqueue_wakes_other_processes_only_on_commit() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let worker = db.another_store().await;
+    settle(&worker, "outbox").await;
+
+    let waiting = tokio::spawn({
+        let worker = worker.clone();
+        async move {
+            let start = Instant::now();
+            worker
+                .wait_for_jobs("outbox", Duration::from_secs(20))
+                .await;
+            start.elapsed()
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut tx = db.store.pool().begin().await.unwrap();
+    db.store
+        .job_enqueue_tx(&mut tx, enqueue_params(vec![job("outbox")], None))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "no wake-up before commit");
+    tx.commit().await.unwrap();
+    let waited = waiting.await.unwrap();
+    assert!(
+        waited < Duration::from_secs(5),
+        "woken by the commit, waited {waited:?}"
+    );
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn an_enqueue_wakes_a_worker_in_another_process_within_milliseconds() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let worker = db.another_store().await;
+    settle(&worker, "emails").await;
+    let mut worst = Duration::ZERO;
+    for _ in 0..3 {
+        let waiting = tokio::spawn({
+            let worker = worker.clone();
+            async move {
+                worker
+                    .wait_for_jobs("emails", Duration::from_secs(20))
+                    .await;
+                Instant::now()
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let sent = Instant::now();
+        db.store
+            .job_enqueue(enqueue_params(vec![job("emails")], None))
+            .await
+            .unwrap();
+        let woke = waiting.await.unwrap();
+        worst = worst.max(woke.saturating_duration_since(sent));
+        // Past the coalescing window, so each enqueue notifies at once.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    assert!(
+        worst < Duration::from_secs(2),
+        "slowest wake-up took {worst:?}"
+    );
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn four_stores_claiming_at_once_never_share_a_job() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let jobs: Vec<NewJob> = (0..400).map(|_| job("drain")).collect();
+    db.store
+        .job_enqueue(enqueue_params(jobs, None))
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for w in 0..4 {
+        let store = db.another_store().await;
+        tasks.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let claimed = store
+                    .job_claim(JobClaimParams {
+                        worker: format!("w{w}"),
+                        ..claim("drain", 7, None)
+                    })
+                    .await
+                    .unwrap();
+                if claimed.is_empty() {
+                    return mine;
+                }
+                let leases: Vec<LeaseRef> = claimed.iter().map(lease).collect();
+                let results = store
+                    .job_complete(JobCompleteParams { leases, now: None })
+                    .await
+                    .unwrap();
+                assert!(results.iter().all(|r| *r == Fenced::Applied));
+                mine.extend(claimed.iter().map(|j| j.id));
+            }
+        }));
+    }
+    let mut seen = HashSet::new();
+    for task in tasks {
+        for id in task.await.unwrap() {
+            assert!(seen.insert(id), "job {id} claimed twice");
+        }
+    }
+    assert_eq!(seen.len(), 400);
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn migrations_are_idempotent_when_many_processes_start_at_once() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let schema = support::fresh_schema();
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let url = db.url.clone();
+        let schema = schema.clone();
+        tasks.push(tokio::spawn(async move {
+            PgStore::connect_with_schema(&url, &schema)
+                .await
+                .map(|_| ())
+        }));
+    }
+    for task in tasks {
+        task.await
+            .unwrap()
+            .expect("every concurrent start succeeds");
+    }
+    let again = PgStore::connect_with_schema(&db.url, &schema)
+        .await
+        .unwrap();
+    let versions: i64 =
+        sqlx::query_scalar(&format!("SELECT count(*) FROM \"{schema}\".migrations"))
+            .fetch_one(again.pool())
+            .await
+            .unwrap();
+    assert_eq!(versions, 1);
+    sqlx::raw_sql(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .execute(again.pool())
+        .await
+        .unwrap();
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_unavailable_not_a_panic() {
+    let options = PgStoreOptions {
+        acquire_timeout: Duration::from_secs(1),
+        ..PgStoreOptions::default()
+    };
+    // Port 1 on localhost: nothing listens there.
+    let err = PgStore::connect_with("postgres://postgres@127.0.0.1:1/postgres", options)
+        .await
+        .unwrap_err();
+    assert!(err.is_retryable(), "expected Unavailable, got {err:?}");
+    let err = PgStore::connect("mysql://localhost/db").await.unwrap_err();
+    assert!(matches!(err, StoreError::UnsupportedUrl { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn the_store_recovers_after_its_connections_are_killed() {
+    let Some(db) = TestDb::with_options(PgStoreOptions {
+        application_name: "revenant-kill-test".to_string(),
+        ..PgStoreOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let store = Arc::new(db.store.clone());
+    store
+        .job_enqueue(enqueue_params(vec![job("q")], None))
+        .await
+        .unwrap();
+    store.wait_for_jobs("q", Duration::from_millis(100)).await;
+
+    let mut admin = support::admin().await.expect("admin connection");
+    let killed: i64 = sqlx::query_scalar(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+         WHERE application_name = 'revenant-kill-test' AND datname = current_database()
+           AND pid <> pg_backend_pid()",
+    )
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    assert!(killed >= 1, "the test killed the store's connections");
+
+    // Every call either works (the pool found the connection dead before using it and
+    // reconnected) or reports Unavailable; within a few tries it works again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match store.job_claim(claim("q", 1, None)).await {
+            Ok(claimed) => {
+                assert_eq!(claimed.len(), 1);
+                break;
+            }
+            Err(err) => {
+                assert!(
+                    err.is_retryable(),
+                    "connection loss must be Unavailable: {err:?}"
+                );
+                assert!(Instant::now() < deadline, "the store did not recover");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    // The listener reconnects by itself: a wake-up still arrives.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let waiting = tokio::spawn({
+            let store = Arc::clone(&store);
+            async move {
+                let start = Instant::now();
+                store.wait_for_jobs("q2", Duration::from_secs(3)).await;
+                start.elapsed()
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let other = db.another_store().await;
+        other
+            .job_enqueue(enqueue_params(vec![job("q2")], None))
+            .await
+            .unwrap();
+        if waiting.await.unwrap() < Duration::from_millis(900) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the listener never came back");
+    }
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn nul_characters_are_refused_in_payloads_and_replaced_in_error_messages() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let store = &db.store;
+    let bad = NewJob::new("q", "noop", serde_json::json!({"name": "a\u{0}b"}));
+    let err = store
+        .job_enqueue(enqueue_params(vec![job("q"), bad], Some(t0())))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::Input(ref e) if e.field == "payload"),
+        "{err:?}"
+    );
+    assert!(store
+        .job_claim(claim("q", 10, Some(t0())))
+        .await
+        .unwrap()
+        .is_empty());
+
+    store
+        .job_enqueue(enqueue_params(vec![job("q")], Some(t0())))
+        .await
+        .unwrap();
+    let claimed = store.job_claim(claim("q", 1, Some(t0()))).await.unwrap();
+    let results = store
+        .job_fail(revenant_core::store::JobFailParams {
+            failures: vec![revenant_core::store::JobFailure {
+                lease: lease(&claimed[0]),
+                failure: revenant_core::decide::Failure {
+                    class: FailureClass::Transient,
+                    message: "bad\u{0}byte".to_string(),
+                },
+                action: revenant_core::store::FailAction::Retry {
+                    delay: Duration::from_secs(1),
+                },
+                worker: Some("w\u{0}1".to_string()),
+            }],
+            now: Some(t0()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(results, vec![Fenced::Applied]);
+    let stored = store
+        .job_get(JobGetParams { id: claimed[0].id })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.errors[0].message, "bad\u{FFFD}byte");
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn a_burst_of_enqueues_sends_few_notifications() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let mut listener = sqlx::postgres::PgListener::connect(&db.url).await.unwrap();
+    let channel = format!("{}.wakeup", db.schema);
+    listener.listen(&channel).await.unwrap();
+
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let store = db.store.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..100 {
+                store
+                    .job_enqueue(enqueue_params(vec![job("burst")], None))
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    // Let the trailing notification of the last window go out.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut received = 0;
+    while let Ok(Ok(notification)) =
+        tokio::time::timeout(Duration::from_millis(100), listener.recv()).await
+    {
+        assert_eq!(notification.payload(), "burst");
+        received += 1;
+    }
+    // One leading and at most one trailing notification per 50 ms window.
+    let windows = elapsed.as_millis() / 50 + 1;
+    assert!(received >= 1, "the burst woke nobody");
+    assert!(
+        received as u128 <= 2 * windows,
+        "{received} notifications for 400 enqueues in {elapsed:?}"
+    );
+    eprintln!("400 enqueues in {elapsed:?} sent {received} notifications");
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn scheduled_jobs_send_no_notification() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let mut listener = sqlx::postgres::PgListener::connect(&db.url).await.unwrap();
+    listener
+        .listen(&format!("{}.wakeup", db.schema))
+        .await
+        .unwrap();
+    db.store
+        .job_enqueue(enqueue_params(
+            vec![job("later").with_delay(Duration::from_secs(600))],
+            None,
+        ))
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(Duration::from_millis(300), listener.recv()).await;
+    assert!(
+        got.is_err(),
+        "a job due in 10 minutes woke someone: {got:?}"
+    );
+    db.drop_schema().await;
+}
+
+#[tokio::test]
+async fn a_store_can_share_the_applications_pool() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect(&db.url)
+        .await
+        .unwrap();
+    let store = PgStore::from_pool(pool.clone(), PgStoreOptions::with_schema(&db.schema))
+        .await
+        .unwrap();
+    let id = store
+        .job_enqueue(enqueue_params(vec![job("shared")], None))
+        .await
+        .unwrap()[0]
+        .id;
+    let seen: i64 = sqlx::query_scalar(&format!(
+        "SELECT id FROM \"{}\".jobs WHERE queue = 'shared'",
+        db.schema
+    ))
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(seen, id);
+    drop(store);
+    pool.close().await;
+    db.drop_schema().await;
+}
