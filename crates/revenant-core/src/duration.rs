@@ -53,26 +53,27 @@ pub fn parse(field: &'static str, text: &str) -> Result<Duration, InputError> {
         let unit_len = rest.chars().take_while(|c| c.is_ascii_alphabetic()).count();
         let unit = &rest[..unit_len];
         rest = &rest[unit_len..];
-        let scale: u128 =
-            match unit {
-                "ms" => 1,
-                "s" => 1000,
-                "m" => 60_000,
-                "h" => 3_600_000,
-                "d" => 86_400_000,
-                "" => return Err(InputError::new(
+        let scale: u128 = match unit {
+            "ms" => 1,
+            "s" => 1000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            "" => {
+                return Err(InputError::new(
                     field,
                     format!(
                         "{text:?} has no unit; add one of ms, s, m, h, d (for example {number}s)"
                     ),
-                )),
-                other => {
-                    return Err(InputError::new(
-                        field,
-                        format!("{text:?} has unknown unit {other:?}; use ms, s, m, h or d"),
-                    ))
-                }
-            };
+                ))
+            }
+            other => {
+                return Err(InputError::new(
+                    field,
+                    format!("{text:?} has unknown unit {other:?}; use ms, s, m, h or d"),
+                ))
+            }
+        };
         total_ms = total_ms.saturating_add(number.saturating_mul(scale));
         if total_ms > LIMIT_MS {
             return Err(InputError::new(

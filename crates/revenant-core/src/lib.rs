@@ -7,7 +7,9 @@
 //!   it into a state transition;
 //! - [`store`]: the one trait every backend implements, with one params struct per
 //!   operation;
-//! - [`names`] and [`duration`]: input validation shared by every entry point.
+//! - [`names`] and [`duration`]: input validation shared by every entry point;
+//! - [`runtime`]: the worker runtime: handlers, fetchers, executors, the completer,
+//!   maintenance and graceful shutdown.
 //!
 //! Time: every store call takes an optional `now`. In production it is `None` and the
 //! backend uses its own clock (PostgreSQL's `now()`, the owning process for SQLite);
@@ -21,6 +23,7 @@ pub mod job;
 pub mod names;
 pub mod outcome;
 pub mod policy;
+pub mod runtime;
 pub mod store;
 
 pub use backoff::{Backoff, Jitter};
@@ -31,4 +34,8 @@ pub use job::{
 };
 pub use outcome::Outcome;
 pub use policy::{PolicyError, PolicySet, RetryPolicy};
+pub use runtime::{
+    ConfigError, Handler, JobAction, JobContext, JobError, ResultExt, ShutdownHandle, Worker,
+    WorkerBuilder, WorkerError,
+};
 pub use store::Store;

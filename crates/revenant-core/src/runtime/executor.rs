@@ -1,0 +1,327 @@
+//! The executor: runs one attempt of one job and hands its result on.
+//!
+//! - The handler runs in its own task, so a panic is caught by the runtime (the join
+//!   error carries it) and recorded with its message as a transient failure; the
+//!   worker process lives on.
+//! - The attempt timeout fires the job's cancellation token and drops the handler's
+//!   future; the attempt is recorded as a `timeout`.
+//! - A heartbeat every `policy.heartbeat()` (lease / 3 by default) extends the lease.
+//!   When it finds the lease lost (reclaimed after a stall, cancelled by an operator),
+//!   the handler is cancelled and its result discarded: another attempt owns the job.
+//! - Past the shutdown grace period, the handler is cancelled and the lease released
+//!   (back to `ready`, attempt given back).
+//! - Otherwise [`decide`] turns the outcome into a transition, which is written through
+//!   the completer (completes and failures, batched) or directly (snooze, cancel).
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::decide::{decide, Transition};
+use crate::job::{DeadReason, Job, LeaseToken};
+use crate::outcome::Outcome;
+use crate::policy::RetryPolicy;
+use crate::runtime::completer::Ack;
+use crate::runtime::context::{JobContext, JobContextParts};
+use crate::runtime::store_retry::retry;
+use crate::runtime::worker::Shared;
+use crate::store::{
+    CancelResult, CancelTarget, FailAction, Fenced, JobCancelParams, JobFailure,
+    JobHeartbeatParams, JobSnoozeParams, LeaseRef,
+};
+
+/// How an attempt ended, before its result is written.
+enum Ended {
+    Outcome(Outcome),
+    LeaseLost,
+    Shutdown,
+}
+
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    claim_lease: Duration,
+    job: Job,
+    _slot: OwnedSemaphorePermit,
+) {
+    let Some(lease_token) = job.lease_token else {
+        tracing::error!(
+            job_id = job.id,
+            "claimed job has no lease token; skipped (store bug)"
+        );
+        return;
+    };
+    let lease = LeaseRef {
+        id: job.id,
+        lease_token,
+    };
+    let policy = *shared.policies.resolve(&job.queue, &job.kind);
+    let cancel = CancellationToken::new();
+    let started = Instant::now();
+    let ctx = JobContext::new(JobContextParts {
+        id: job.id,
+        queue: job.queue.clone(),
+        kind: job.kind.clone(),
+        attempt: job.attempts,
+        max_attempts: job.max_attempts,
+        deadline: started + policy.attempt_timeout(),
+        correlation_id: job.correlation_id.clone(),
+        worker: shared.worker_id.clone(),
+        cancel: cancel.clone(),
+    });
+    tracing::debug!(job_id = job.id, queue = %job.queue, kind = %job.kind, attempt = job.attempts, max_attempts = job.max_attempts, "attempt started");
+
+    let mut task = tokio::spawn(shared.registry.dispatch(ctx, job.payload.clone()));
+    let heartbeat = heartbeat(&shared, lease, &policy, claim_lease);
+    tokio::pin!(heartbeat);
+    let ended = tokio::select! {
+        biased;
+        joined = &mut task => Ended::Outcome(match joined {
+            Ok(outcome) => outcome,
+            Err(err) if err.is_panic() => Outcome::Panic { message: panic_message(err.into_panic()) },
+            Err(err) => Outcome::Retry { message: format!("handler task ended: {err}") },
+        }),
+        _ = tokio::time::sleep_until(started + policy.attempt_timeout()) => {
+            Ended::Outcome(Outcome::Timeout { after: policy.attempt_timeout() })
+        }
+        _ = &mut heartbeat => Ended::LeaseLost,
+        _ = shared.hard_stop.cancelled() => Ended::Shutdown,
+    };
+    if !task.is_finished() {
+        // Tell the handler first (it may be watching), then drop its future at its
+        // next await. A handler that blocks its thread keeps that thread busy, but its
+        // result is never written.
+        cancel.cancel();
+        task.abort();
+    }
+    match ended {
+        Ended::LeaseLost => {
+            tracing::warn!(
+                job_id = job.id,
+                queue = %job.queue,
+                kind = %job.kind,
+                attempt = job.attempts,
+                max_attempts = job.max_attempts,
+                correlation_id = job.correlation_id.as_deref(),
+                worker = %shared.worker_id,
+                "lease lost: handler cancelled, its result discarded"
+            );
+        }
+        Ended::Shutdown => match shared.completer.send(Ack::Release(lease)).await {
+            Ok(fenced) => {
+                tracing::info!(job_id = job.id, queue = %job.queue, kind = %job.kind, result = ?fenced, "shutdown: handler cancelled, lease released, attempt given back")
+            }
+            Err(err) => {
+                tracing::warn!(job_id = job.id, queue = %job.queue, kind = %job.kind, error = %err, "shutdown: could not release the lease; the job is reclaimed when it expires")
+            }
+        },
+        Ended::Outcome(outcome) => finish(&shared, &job, lease, &policy, outcome).await,
+    }
+}
+
+/// Extends the lease every `policy.heartbeat()`. Completes only when the lease is lost;
+/// never completes when heartbeats are off.
+async fn heartbeat(shared: &Shared, lease: LeaseRef, policy: &RetryPolicy, claim_lease: Duration) {
+    if !shared.heartbeats {
+        return std::future::pending().await;
+    }
+    // A kind with its own lease sets it now rather than at the first beat.
+    let mut next = if policy.lease() == claim_lease {
+        Instant::now() + policy.heartbeat()
+    } else {
+        Instant::now()
+    };
+    loop {
+        tokio::time::sleep_until(next).await;
+        let result = shared
+            .store
+            .job_heartbeat(JobHeartbeatParams {
+                lease,
+                lease_for: policy.lease(),
+                now: None,
+            })
+            .await;
+        next = match result {
+            Ok(Fenced::Applied) => Instant::now() + policy.heartbeat(),
+            Ok(Fenced::LeaseLost) => return,
+            Err(err) => {
+                // Not the job's fault: try again soon. If the store stays down past the
+                // lease, the next heartbeat that gets through finds the lease lost.
+                let again = (policy.heartbeat() / 4).max(Duration::from_millis(10));
+                tracing::warn!(job_id = lease.id, error = %err, retry_in_ms = again.as_millis() as u64, "heartbeat failed");
+                Instant::now() + again
+            }
+        };
+    }
+}
+
+/// Decides what follows the attempt, writes it, and logs it.
+async fn finish(
+    shared: &Shared,
+    job: &Job,
+    lease: LeaseRef,
+    policy: &RetryPolicy,
+    outcome: Outcome,
+) {
+    let transition = decide(
+        &outcome,
+        job.attempts,
+        job.max_attempts,
+        policy,
+        &mut rand::rng(),
+    );
+    match transition {
+        Transition::Complete => {
+            let result = shared.completer.send(Ack::Complete(lease)).await;
+            match result {
+                Ok(Fenced::Applied) => {
+                    tracing::debug!(job_id = job.id, queue = %job.queue, kind = %job.kind, attempt = job.attempts, "job completed")
+                }
+                Ok(Fenced::LeaseLost) => log_rejected(shared, job, lease.lease_token, "complete"),
+                Err(err) => log_unwritten(shared, job, "complete", &err.to_string()),
+            }
+        }
+        Transition::Retry { delay, failure } => {
+            let class = failure.class;
+            let message = failure.message.clone();
+            let result = shared
+                .completer
+                .send(Ack::Fail(JobFailure {
+                    lease,
+                    failure,
+                    action: FailAction::Retry { delay },
+                    worker: Some(shared.worker_id.clone()),
+                }))
+                .await;
+            match result {
+                Ok(Fenced::Applied) => tracing::warn!(
+                    job_id = job.id,
+                    queue = %job.queue,
+                    kind = %job.kind,
+                    attempt = job.attempts,
+                    max_attempts = job.max_attempts,
+                    class = %class,
+                    error = %message,
+                    correlation_id = job.correlation_id.as_deref(),
+                    worker = %shared.worker_id,
+                    retry_in_ms = delay.as_millis() as u64,
+                    "job attempt failed; retrying"
+                ),
+                Ok(Fenced::LeaseLost) => log_rejected(shared, job, lease.lease_token, "fail"),
+                Err(err) => log_unwritten(shared, job, "fail", &err.to_string()),
+            }
+        }
+        Transition::Dead { reason, failure } => {
+            let class = failure.class;
+            let message = failure.message.clone();
+            let result = shared
+                .completer
+                .send(Ack::Fail(JobFailure {
+                    lease,
+                    failure,
+                    action: FailAction::Dead { reason },
+                    worker: Some(shared.worker_id.clone()),
+                }))
+                .await;
+            match result {
+                Ok(Fenced::Applied) => log_dead(shared, job, reason, class.as_str(), &message),
+                Ok(Fenced::LeaseLost) => log_rejected(shared, job, lease.lease_token, "fail"),
+                Err(err) => log_unwritten(shared, job, "fail", &err.to_string()),
+            }
+        }
+        Transition::Snooze { delay } => {
+            let result = retry("job_snooze", &shared.abandon, || {
+                shared.store.job_snooze(JobSnoozeParams {
+                    lease,
+                    delay,
+                    now: None,
+                })
+            })
+            .await;
+            match result {
+                Ok(Fenced::Applied) => {
+                    tracing::info!(job_id = job.id, queue = %job.queue, kind = %job.kind, snooze_ms = delay.as_millis() as u64, "job snoozed; attempt given back")
+                }
+                Ok(Fenced::LeaseLost) => log_rejected(shared, job, lease.lease_token, "snooze"),
+                Err(err) => log_unwritten(shared, job, "snooze", &err.to_string()),
+            }
+        }
+        Transition::Cancel { message } => {
+            let result = retry("job_cancel", &shared.abandon, || {
+                shared.store.job_cancel(JobCancelParams {
+                    target: CancelTarget::Lease(lease),
+                    message: Some(message.clone()),
+                    now: None,
+                })
+            })
+            .await;
+            match result {
+                Ok(CancelResult::Cancelled) => {
+                    tracing::info!(job_id = job.id, queue = %job.queue, kind = %job.kind, reason = %message, "job cancelled by its handler")
+                }
+                Ok(other) => {
+                    tracing::warn!(job_id = job.id, queue = %job.queue, kind = %job.kind, result = ?other, "handler's cancel was not applied")
+                }
+                Err(err) => log_unwritten(shared, job, "cancel", &err.to_string()),
+            }
+        }
+    }
+}
+
+/// The structured event for a dead letter: everything a human needs at 3am.
+pub(crate) fn log_dead(shared: &Shared, job: &Job, reason: DeadReason, class: &str, error: &str) {
+    tracing::error!(
+        job_id = job.id,
+        queue = %job.queue,
+        kind = %job.kind,
+        attempt = job.attempts,
+        max_attempts = job.max_attempts,
+        class,
+        error,
+        dead_reason = %reason,
+        correlation_id = job.correlation_id.as_deref(),
+        worker = %shared.worker_id,
+        "job dead-lettered"
+    );
+}
+
+fn log_rejected(shared: &Shared, job: &Job, token: LeaseToken, op: &'static str) {
+    tracing::warn!(
+        job_id = job.id,
+        queue = %job.queue,
+        kind = %job.kind,
+        attempt = job.attempts,
+        lease_token = %token,
+        worker = %shared.worker_id,
+        op,
+        "late result rejected: the lease was lost (reclaimed, released or cancelled)"
+    );
+}
+
+fn log_unwritten(shared: &Shared, job: &Job, op: &'static str, error: &str) {
+    tracing::error!(
+        job_id = job.id,
+        queue = %job.queue,
+        kind = %job.kind,
+        attempt = job.attempts,
+        worker = %shared.worker_id,
+        op,
+        error,
+        "could not write the attempt's result; the job is reclaimed when its lease expires"
+    );
+}
+
+/// The text of a panic payload (`panic!("...")` gives a `&str` or a `String`).
+fn panic_message(payload: Box<dyn Any + Send>) -> String {
+    let text = if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "panic with a non-string payload".to_string()
+    };
+    format!("handler panicked: {text}")
+}

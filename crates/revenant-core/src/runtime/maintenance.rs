@@ -1,0 +1,197 @@
+//! Maintenance: the work a worker does besides running jobs.
+//!
+//! - **Lease sweep** ([`Store::job_sweep`]): a running job whose lease expired with no
+//!   attempt left is made dead with reason `lease_expired`. This is how a job that
+//!   kills its worker stops killing workers. (Expired jobs with attempts left are
+//!   reclaimed by the next claim.)
+//! - **Prune** ([`Store::job_prune`]): completed and cancelled jobs past the retention
+//!   are deleted, in bounded batches. Dead jobs are never pruned.
+//! - **Worker registry** ([`Store::worker_heartbeat`]): the worker says it is alive,
+//!   and workers not seen for a long time are dropped from the registry.
+//!
+//! Every worker runs maintenance; each step is idempotent, so several workers doing
+//! it at once is harmless. A failing store is logged and tried again at the next tick.
+//!
+//! [`Store::job_sweep`]: crate::store::Store::job_sweep
+//! [`Store::job_prune`]: crate::store::Store::job_prune
+//! [`Store::worker_heartbeat`]: crate::store::Store::worker_heartbeat
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::MissedTickBehavior;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::InputError;
+use crate::job::{DeadReason, FailureClass};
+use crate::runtime::executor::log_dead;
+use crate::runtime::worker::Shared;
+use crate::store::{
+    JobGetParams, JobPruneParams, JobSweepParams, WorkerHeartbeatParams, WorkerRemoveParams,
+};
+
+/// When and how maintenance runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaintenanceConfig {
+    /// How often expired leases with no attempt left are swept to `dead`. Default 5 s:
+    /// a job that crashes its worker on its last attempt is dead within lease + 5 s.
+    pub sweep_interval: Duration,
+    /// How often finished jobs are pruned. Default 1 min.
+    pub prune_interval: Duration,
+    /// How long completed and cancelled jobs are kept. Default 24 h, long enough to
+    /// answer "did yesterday evening's receipts go out?". Dead jobs are never pruned.
+    pub retention: Duration,
+    /// How often the worker records itself in the registry. Default 10 s; operators
+    /// should count a worker alive if seen within a few intervals (30 s).
+    pub registry_interval: Duration,
+    /// Workers not seen for this long are removed from the registry. Default 10 min,
+    /// so a crashed worker stays visible (as not alive) for a while before it goes.
+    pub stale_worker_after: Duration,
+    /// Whether this worker runs maintenance at all. Default true. Turn it off only
+    /// when another process is sure to run it; without any sweep, a job that kills
+    /// its worker on its last attempt stays `running` until a claim finds it.
+    pub enabled: bool,
+}
+
+impl Default for MaintenanceConfig {
+    fn default() -> Self {
+        MaintenanceConfig {
+            sweep_interval: Duration::from_secs(5),
+            prune_interval: Duration::from_secs(60),
+            retention: Duration::from_secs(24 * 3600),
+            registry_interval: Duration::from_secs(10),
+            stale_worker_after: Duration::from_secs(600),
+            enabled: true,
+        }
+    }
+}
+
+impl MaintenanceConfig {
+    /// Refuses zero intervals (a busy loop) and a stale age not above the registry
+    /// interval (live workers would be removed).
+    pub fn validate(&self) -> Result<(), InputError> {
+        for (field, value) in [
+            ("sweep_interval", self.sweep_interval),
+            ("prune_interval", self.prune_interval),
+            ("registry_interval", self.registry_interval),
+        ] {
+            if value.is_zero() {
+                return Err(InputError::new(field, "must be above zero"));
+            }
+        }
+        if self.stale_worker_after <= self.registry_interval {
+            return Err(InputError::new(
+                "stale_worker_after",
+                "must be above registry_interval, or live workers would be removed",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Rows deleted per prune call.
+const PRUNE_BATCH: u32 = 1000;
+/// Dead letters from one sweep that are looked up and logged one by one; past it, one
+/// summary line.
+const SWEEP_LOG_LIMIT: usize = 100;
+
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    config: MaintenanceConfig,
+    registration: WorkerHeartbeatParams,
+    stop: CancellationToken,
+) {
+    let every = |period: Duration| {
+        let mut interval = tokio::time::interval(period);
+        interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        interval
+    };
+    let mut registry = every(config.registry_interval);
+    let mut sweep = every(config.sweep_interval);
+    let mut prune = every(config.prune_interval);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = registry.tick() => {
+                // The registry heartbeat runs even with maintenance off: liveness is
+                // this worker's own business.
+                if let Err(err) = shared.store.worker_heartbeat(registration.clone()).await {
+                    tracing::warn!(worker = %shared.worker_id, error = %err, "worker registry heartbeat failed");
+                }
+                if config.enabled {
+                    let params = WorkerRemoveParams::StaleFor { stale_after: config.stale_worker_after, now: None };
+                    match shared.store.worker_remove(params).await {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(removed = n, "removed stale workers from the registry"),
+                        Err(err) => tracing::warn!(error = %err, "stale worker removal failed"),
+                    }
+                }
+            }
+            _ = sweep.tick(), if config.enabled => sweep_once(&shared).await,
+            _ = prune.tick(), if config.enabled => prune_once(&shared, config.retention).await,
+        }
+    }
+}
+
+async fn sweep_once(shared: &Shared) {
+    let ids = match shared.store.job_sweep(JobSweepParams { now: None }).await {
+        Ok(ids) => ids,
+        Err(err) => {
+            tracing::warn!(error = %err, "lease sweep failed");
+            return;
+        }
+    };
+    for id in ids.iter().take(SWEEP_LOG_LIMIT) {
+        match shared.store.job_get(JobGetParams { id: *id }).await {
+            Ok(Some(job)) => {
+                let error = job
+                    .last_error
+                    .as_ref()
+                    .map(|e| e.message.clone())
+                    .unwrap_or_else(|| "the lease expired on the last attempt".into());
+                log_dead(
+                    shared,
+                    &job,
+                    DeadReason::LeaseExpired,
+                    FailureClass::LeaseExpired.as_str(),
+                    &error,
+                );
+            }
+            Ok(None) => {}
+            Err(err) => {
+                tracing::error!(job_id = id, dead_reason = "lease_expired", error = %err, "job dead-lettered (details unavailable)")
+            }
+        }
+    }
+    if ids.len() > SWEEP_LOG_LIMIT {
+        tracing::error!(
+            count = ids.len(),
+            dead_reason = "lease_expired",
+            "many jobs dead-lettered by one sweep; the first {SWEEP_LOG_LIMIT} were logged"
+        );
+    }
+}
+
+async fn prune_once(shared: &Shared, retention: Duration) {
+    loop {
+        let params = JobPruneParams {
+            retention,
+            limit: PRUNE_BATCH,
+            now: None,
+        };
+        match shared.store.job_prune(params).await {
+            Ok(n) => {
+                if n > 0 {
+                    tracing::debug!(pruned = n, "pruned finished jobs");
+                }
+                if n < u64::from(PRUNE_BATCH) {
+                    return;
+                }
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "prune failed");
+                return;
+            }
+        }
+    }
+}

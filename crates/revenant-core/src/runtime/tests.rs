@@ -1,0 +1,366 @@
+//! The runtime end to end on the in-memory store. The same behaviours are proven on the
+//! real SQLite store by `crates/revenant/tests/runtime_*.rs`.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::backoff::{Backoff, Jitter};
+use crate::job::{DeadReason, FailureClass, Job, JobState, NewJob};
+use crate::policy::{PolicySet, RetryPolicy};
+use crate::runtime::memory::MemoryStore;
+use crate::runtime::{JobContext, JobError, ShutdownHandle, Worker, WorkerBuilder};
+use crate::store::{CancelTarget, JobCancelParams, JobEnqueueParams, Store};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn policy(max_attempts: u32) -> RetryPolicy {
+    RetryPolicy::builder()
+        .max_attempts(max_attempts)
+        .backoff(Backoff {
+            base: ms(10),
+            multiplier: 2.0,
+            cap: ms(40),
+        })
+        .jitter(Jitter::None)
+        .lease(ms(600))
+        .attempt_timeout(ms(300))
+        .heartbeat(ms(100))
+        .build()
+        .unwrap()
+}
+
+fn builder(store: &Arc<MemoryStore>) -> WorkerBuilder {
+    Worker::builder(store.clone())
+        .queue("q", 4)
+        .policies(PolicySet::new(policy(3)))
+        .poll_interval(ms(20))
+        .shutdown_grace(ms(200))
+        .worker_id("w1")
+}
+
+async fn enqueue(store: &MemoryStore, kind: &str, payload: serde_json::Value) -> i64 {
+    store
+        .job_enqueue(JobEnqueueParams {
+            jobs: vec![NewJob::new("q", kind, payload)],
+            default_max_attempts: 3,
+            now: None,
+        })
+        .await
+        .unwrap()[0]
+        .id
+}
+
+/// Polls until `done` holds for every job, or panics at the deadline.
+async fn wait_until(store: &MemoryStore, what: &str, done: impl Fn(&[Job]) -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let jobs = store.all();
+        if done(&jobs) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}: {jobs:#?}"
+        );
+        tokio::time::sleep(ms(5)).await;
+    }
+}
+
+fn all_terminal(jobs: &[Job]) -> bool {
+    jobs.iter().all(|j| j.status.is_terminal())
+}
+
+fn start(worker: Worker) -> (ShutdownHandle, tokio::task::JoinHandle<()>) {
+    let handle = worker.shutdown_handle();
+    let task = tokio::spawn(async move {
+        worker
+            .run_until(std::future::pending())
+            .await
+            .expect("the worker ends Ok")
+    });
+    (handle, task)
+}
+
+#[derive(serde::Deserialize)]
+struct Step {
+    what: String,
+}
+
+async fn scripted(ctx: JobContext, step: Step) -> Result<(), JobError> {
+    match step.what.as_str() {
+        "ok" => Ok(()),
+        "retry" => Err(JobError::retry("provider said 503")),
+        "retry_once" if ctx.attempt() == 1 => Err(std::io::Error::other("flaky"))?,
+        "retry_once" => Ok(()),
+        "permanent" => Err(JobError::permanent("template crashed on 'Café'")),
+        "panic" => panic!("boom on attempt {}", ctx.attempt()),
+        "hang" => {
+            ctx.cancelled().await;
+            Ok(())
+        }
+        "snooze" => {
+            // The attempt is given back, so every run is attempt 1: snooze once.
+            static SNOOZED: std::sync::atomic::AtomicBool =
+                std::sync::atomic::AtomicBool::new(false);
+            if SNOOZED.swap(true, Ordering::SeqCst) {
+                Ok(())
+            } else {
+                Err(JobError::snooze(ms(10)))
+            }
+        }
+        "cancel" => Err(JobError::cancel("order refunded")),
+        other => Err(JobError::permanent(format!("unknown step {other}"))),
+    }
+}
+
+#[tokio::test]
+async fn every_outcome_ends_in_its_state() {
+    let store = Arc::new(MemoryStore::new());
+    let (shutdown, task) = start(
+        builder(&store)
+            .handler_fn("step", scripted)
+            .build()
+            .unwrap(),
+    );
+    let id = |what: &str| json!({ "what": what });
+    let ok = enqueue(&store, "step", id("ok")).await;
+    let retry = enqueue(&store, "step", id("retry")).await;
+    let once = enqueue(&store, "step", id("retry_once")).await;
+    let permanent = enqueue(&store, "step", id("permanent")).await;
+    let panic = enqueue(&store, "step", id("panic")).await;
+    let hang = enqueue(&store, "step", id("hang")).await;
+    let snooze = enqueue(&store, "step", id("snooze")).await;
+    let cancel = enqueue(&store, "step", id("cancel")).await;
+    let undecodable = enqueue(&store, "step", json!({ "nope": 1 })).await;
+    let unknown = enqueue(&store, "nobody_handles_this", json!({})).await;
+    wait_until(&store, "every job to finish", all_terminal).await;
+    shutdown.shutdown();
+    task.await.unwrap();
+
+    let check = |id, status, attempts, reason: Option<DeadReason>| {
+        let job = store.job(id);
+        assert_eq!(
+            (job.status, job.attempts, job.dead_reason),
+            (status, attempts, reason),
+            "{job:#?}"
+        );
+        job
+    };
+    check(ok, JobState::Completed, 1, None);
+    let job = check(
+        retry,
+        JobState::Dead,
+        3,
+        Some(DeadReason::AttemptsExhausted),
+    );
+    assert_eq!(job.errors.len(), 3);
+    assert!(job.errors.iter().all(|e| e.class == FailureClass::Transient
+        && e.message == "provider said 503"
+        && e.worker.as_deref() == Some("w1")));
+    let job = check(once, JobState::Completed, 2, None);
+    assert_eq!(job.errors[0].message, "flaky");
+    check(permanent, JobState::Dead, 1, Some(DeadReason::Permanent));
+    let job = check(
+        panic,
+        JobState::Dead,
+        3,
+        Some(DeadReason::AttemptsExhausted),
+    );
+    assert_eq!(job.errors[2].class, FailureClass::Panic);
+    assert_eq!(job.errors[2].message, "handler panicked: boom on attempt 3");
+    let job = check(hang, JobState::Dead, 3, Some(DeadReason::AttemptsExhausted));
+    assert_eq!(job.errors[0].class, FailureClass::Timeout);
+    assert_eq!(job.errors[0].message, "attempt timed out after 300ms");
+    // Snoozed once (attempt given back), then succeeded on its first counted attempt.
+    check(snooze, JobState::Completed, 1, None);
+    check(cancel, JobState::Cancelled, 1, None);
+    let job = check(
+        undecodable,
+        JobState::Dead,
+        1,
+        Some(DeadReason::DecodeError),
+    );
+    assert!(
+        job.errors[0].message.contains("missing field `what`"),
+        "{job:#?}"
+    );
+    let job = check(unknown, JobState::Dead, 1, Some(DeadReason::UnknownKind));
+    assert!(job.errors[0].message.contains("nobody_handles_this"));
+}
+
+#[tokio::test]
+async fn storage_errors_are_retried_without_spending_attempts() {
+    let store = Arc::new(MemoryStore::new());
+    for _ in 0..20 {
+        enqueue(&store, "step", json!({ "what": "ok" })).await;
+    }
+    // Every other store call fails for a while: registration, claims, acks.
+    store.failures.store(30, Ordering::SeqCst);
+    let (shutdown, task) = start(
+        builder(&store)
+            .handler_fn("step", scripted)
+            .build()
+            .unwrap(),
+    );
+    wait_until(&store, "every job to complete", |jobs| {
+        jobs.iter().all(|j| j.status == JobState::Completed)
+    })
+    .await;
+    shutdown.shutdown();
+    task.await.unwrap();
+    assert!(store
+        .all()
+        .iter()
+        .all(|j| j.attempts == 1 && j.errors.is_empty()));
+    assert!(
+        store.failures.load(Ordering::SeqCst) < 25,
+        "store calls failed along the way"
+    );
+}
+
+#[tokio::test]
+async fn concurrency_is_never_exceeded_and_acks_are_batched() {
+    let store = Arc::new(MemoryStore::new());
+    let running = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let (r, p) = (running.clone(), peak.clone());
+    let worker = builder(&store)
+        .handler_fn("count", move |_ctx: JobContext, _: serde_json::Value| {
+            let (running, peak) = (r.clone(), p.clone());
+            async move {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(ms(2)).await;
+                running.fetch_sub(1, Ordering::SeqCst);
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    for _ in 0..200 {
+        enqueue(&store, "count", json!(null)).await;
+    }
+    let (shutdown, task) = start(worker);
+    wait_until(&store, "every job to complete", |jobs| {
+        jobs.iter().all(|j| j.status == JobState::Completed)
+    })
+    .await;
+    shutdown.shutdown();
+    task.await.unwrap();
+    assert_eq!(
+        peak.load(Ordering::SeqCst),
+        4,
+        "concurrency 4 is used and not exceeded"
+    );
+    let completes = store.calls("job_complete");
+    assert!(
+        completes < 200,
+        "{completes} job_complete calls for 200 jobs"
+    );
+}
+
+#[tokio::test]
+async fn a_lost_lease_cancels_the_handler_and_discards_its_result() {
+    let store = Arc::new(MemoryStore::new());
+    // Counts handler futures dropped: the runtime stops a handler by cancelling its
+    // token and dropping its future.
+    struct Dropped(Arc<AtomicUsize>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let saw_cancel = Arc::new(AtomicUsize::new(0));
+    let seen = saw_cancel.clone();
+    let worker = builder(&store)
+        .handler_fn("watch", move |ctx: JobContext, _: serde_json::Value| {
+            let guard = Dropped(seen.clone());
+            async move {
+                let _guard = guard;
+                ctx.cancelled().await;
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    let id = enqueue(&store, "watch", json!(null)).await;
+    let (shutdown, task) = start(worker);
+    wait_until(&store, "the job to run", |jobs| {
+        jobs[0].status == JobState::Running
+    })
+    .await;
+    // An operator cancels it; the next heartbeat finds the lease gone.
+    store
+        .job_cancel(JobCancelParams {
+            target: CancelTarget::Id(id),
+            message: None,
+            now: None,
+        })
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while saw_cancel.load(Ordering::SeqCst) == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "handler never cancelled"
+        );
+        tokio::time::sleep(ms(5)).await;
+    }
+    shutdown.shutdown();
+    task.await.unwrap();
+    let job = store.job(id);
+    assert_eq!(job.status, JobState::Cancelled);
+    assert_eq!(
+        store.calls("job_complete"),
+        0,
+        "the discarded result was not written"
+    );
+}
+
+#[tokio::test]
+async fn shutdown_releases_unfinished_jobs_with_their_attempts_given_back() {
+    let store = Arc::new(MemoryStore::new());
+    let policy = RetryPolicy::builder()
+        .lease(ms(20_000))
+        .attempt_timeout(ms(10_000))
+        .build()
+        .unwrap();
+    let worker = builder(&store)
+        .policies(PolicySet::new(policy))
+        .handler_fn("step", scripted)
+        .build()
+        .unwrap();
+    for _ in 0..6 {
+        enqueue(&store, "step", json!({ "what": "hang" })).await;
+    }
+    let (shutdown, task) = start(worker);
+    wait_until(&store, "four jobs to run", |jobs| {
+        jobs.iter()
+            .filter(|j| j.status == JobState::Running)
+            .count()
+            == 4
+    })
+    .await;
+    let claims = store.calls("job_claim");
+    shutdown.shutdown();
+    task.await.unwrap();
+    assert_eq!(
+        store.calls("job_claim"),
+        claims,
+        "no claim after the signal"
+    );
+    assert!(store
+        .all()
+        .iter()
+        .all(|j| j.status == JobState::Ready && j.attempts == 0));
+    assert_eq!(store.calls("job_release"), 1, "one batched release");
+    assert!(
+        store.worker_list().await.unwrap().is_empty(),
+        "left the registry"
+    );
+}

@@ -1,0 +1,581 @@
+//! The worker: its configuration, the checks that refuse a configuration that cannot
+//! work, and the run loop that ties fetchers, executors, the completer and maintenance
+//! together.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{InputError, StoreError};
+use crate::names;
+use crate::policy::{PolicyError, PolicySet, RetryPolicy};
+use crate::runtime::completer::{self, CompleterHandle};
+use crate::runtime::context::JobContext;
+use crate::runtime::handler::{Handler, JobError};
+use crate::runtime::maintenance::{self, MaintenanceConfig};
+use crate::runtime::registry::Registry;
+use crate::runtime::shutdown::{self, ShutdownHandle};
+use crate::runtime::{fetcher, store_retry};
+use crate::store::{Store, WorkerHeartbeatParams, WorkerRemoveParams};
+
+/// A configuration that cannot work, refused by [`WorkerBuilder::build`] before
+/// anything runs.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// No queue was given: the worker would claim nothing.
+    #[error("no queues: add at least one with .queue(name, concurrency)")]
+    NoQueues,
+    /// No handler was registered: every job would die as `unknown_kind`.
+    #[error("no handlers: register at least one with .handler(..) or .handler_fn(..)")]
+    NoHandlers,
+    /// A queue was given a concurrency of zero.
+    #[error("queue {queue:?} has concurrency 0; give it at least 1")]
+    ZeroConcurrency {
+        /// The queue.
+        queue: String,
+    },
+    /// A queue was listed twice.
+    #[error("queue {queue:?} is listed twice")]
+    DuplicateQueue {
+        /// The queue.
+        queue: String,
+    },
+    /// Two handlers were registered for one kind.
+    #[error("kind {kind:?} has two handlers")]
+    DuplicateHandler {
+        /// The kind.
+        kind: String,
+    },
+    /// A queue name, kind name or worker id is not valid.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// A retry policy cannot work (an attempt timeout not below the lease, a heartbeat
+    /// interval not below the lease, ...).
+    #[error("the {scope} retry policy cannot work: {source}")]
+    Policy {
+        /// Which policy: `default`, `queue "emails"`, `kind "send_receipt"`.
+        scope: String,
+        /// What is wrong with it.
+        #[source]
+        source: PolicyError,
+    },
+    /// A duration that must be above zero is zero.
+    #[error("{field} must be above zero")]
+    ZeroDuration {
+        /// The setting.
+        field: &'static str,
+    },
+}
+
+/// What can end [`Worker::run`] with an error. Once started, a worker does not end on a
+/// storage error (it retries); only a start that cannot succeed does.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkerError {
+    /// The worker could not register itself in the store at start, with an error that
+    /// retrying does not fix (a missing table, say).
+    #[error("could not register the worker: {0}")]
+    Register(#[source] StoreError),
+}
+
+/// One queue a worker serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct QueueConfig {
+    pub(crate) name: String,
+    pub(crate) concurrency: usize,
+}
+
+/// The settings shared by every part of a running worker.
+pub(crate) struct Shared {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) registry: Registry,
+    pub(crate) policies: PolicySet,
+    pub(crate) worker_id: String,
+    pub(crate) poll_interval: Duration,
+    pub(crate) claim_cooldown: Duration,
+    pub(crate) heartbeats: bool,
+    /// Fired at the shutdown signal: claim nothing more.
+    pub(crate) stop_claiming: CancellationToken,
+    /// Fired when the grace period is over: cancel running handlers, release leases.
+    pub(crate) hard_stop: CancellationToken,
+    /// Fired when the drain deadline is over: stop retrying the store.
+    pub(crate) abandon: CancellationToken,
+    pub(crate) completer: CompleterHandle,
+}
+
+/// Builds a [`Worker`]. Every setting has a default except the store, the queues and the
+/// handlers.
+pub struct WorkerBuilder {
+    store: Arc<dyn Store>,
+    queues: Vec<QueueConfig>,
+    registry: Registry,
+    duplicate_kinds: Vec<String>,
+    policies: PolicySet,
+    worker_id: Option<String>,
+    poll_interval: Duration,
+    claim_cooldown: Duration,
+    grace: Duration,
+    drain_timeout: Duration,
+    heartbeats: bool,
+    maintenance: MaintenanceConfig,
+}
+
+impl WorkerBuilder {
+    /// Serves `queue` with up to `concurrency` jobs at once. Concurrency must be at
+    /// least 1.
+    pub fn queue(mut self, queue: impl Into<String>, concurrency: usize) -> Self {
+        self.queues.push(QueueConfig {
+            name: queue.into(),
+            concurrency,
+        });
+        self
+    }
+
+    /// Registers a handler for its kind ([`Handler::KIND`]).
+    pub fn handler<H: Handler>(mut self, handler: H) -> Self {
+        if !self.registry.insert(handler) {
+            self.duplicate_kinds.push(H::KIND.to_string());
+        }
+        self
+    }
+
+    /// Registers an async closure for `kind`; its second argument's type is the
+    /// payload type.
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # use revenant_core::runtime::{Worker, JobContext, JobError};
+    /// # fn f(store: Arc<dyn revenant_core::Store>) {
+    /// let worker = Worker::builder(store)
+    ///     .queue("emails", 10)
+    ///     .handler_fn("ping", |_ctx: JobContext, host: String| async move {
+    ///         if host.is_empty() {
+    ///             return Err(JobError::permanent("empty host"));
+    ///         }
+    ///         Ok(())
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// # }
+    /// ```
+    pub fn handler_fn<P, F, Fut>(mut self, kind: impl Into<String>, f: F) -> Self
+    where
+        P: DeserializeOwned + Send + 'static,
+        F: Fn(JobContext, P) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), JobError>> + Send + 'static,
+    {
+        let kind = kind.into();
+        if !self.registry.insert_fn::<P, F>(kind.clone(), f) {
+            self.duplicate_kinds.push(kind);
+        }
+        self
+    }
+
+    /// The retry policies. Default: [`PolicySet::default`] (see [`RetryPolicy`] for its
+    /// numbers). Each policy is checked again at build, so one deserialized from a
+    /// config file is held to the same rules as one built in code.
+    pub fn policies(mut self, policies: PolicySet) -> Self {
+        self.policies = policies;
+        self
+    }
+
+    /// The worker's id, recorded on every job it claims and in the worker registry.
+    /// Default: `<host>-<pid>`. Must be unique among live workers; a restarted process
+    /// may reuse its predecessor's id.
+    pub fn worker_id(mut self, id: impl Into<String>) -> Self {
+        self.worker_id = Some(id.into());
+        self
+    }
+
+    /// How long a fetcher with free slots waits for a wake-up before claiming again.
+    /// Default 1 s. The in-process wake-up (SQLite) or LISTEN/NOTIFY (PostgreSQL)
+    /// makes new jobs start at once; polling catches what they miss: retries coming
+    /// due, jobs enqueued by another process on SQLite, expired leases.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// The shortest time between two claims of one queue. Default 20 ms: slots that
+    /// free up within it are refilled by one claim (one transaction) instead of one
+    /// claim each, which is what lets a busy SQLite queue run hundreds of jobs a
+    /// second; it adds at most that much latency to a job enqueued right after a
+    /// claim. Zero claims as soon as any slot is free.
+    pub fn claim_cooldown(mut self, cooldown: Duration) -> Self {
+        self.claim_cooldown = cooldown;
+        self
+    }
+
+    /// How long running jobs may finish after a shutdown signal before they are
+    /// cancelled and their leases released. Default 30 s: a little under the 30 s
+    /// Kubernetes and systemd give before SIGKILL would be tighter than most attempt
+    /// timeouts; set it below your orchestrator's kill timeout.
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// How long, after the grace period, the worker keeps trying to write the last
+    /// results and releases when the store is failing. Default 10 s. Past it the
+    /// worker exits anyway; jobs whose release was not written are reclaimed when
+    /// their leases expire.
+    pub fn drain_timeout(mut self, timeout: Duration) -> Self {
+        self.drain_timeout = timeout;
+        self
+    }
+
+    /// Turns lease heartbeats off. Default on. **For tests only**: without
+    /// heartbeats, a handler that runs longer than its lease is reclaimed by another
+    /// worker while it still runs (which is exactly what such a test wants to show).
+    pub fn heartbeats(mut self, on: bool) -> Self {
+        self.heartbeats = on;
+        self
+    }
+
+    /// The maintenance settings (lease sweep, pruning, worker registry).
+    pub fn maintenance(mut self, config: MaintenanceConfig) -> Self {
+        self.maintenance = config;
+        self
+    }
+
+    /// The worker, or the first setting that cannot work.
+    pub fn build(self) -> Result<Worker, ConfigError> {
+        if self.queues.is_empty() {
+            return Err(ConfigError::NoQueues);
+        }
+        let mut seen = HashSet::new();
+        for queue in &self.queues {
+            names::validate_name("queue", &queue.name)?;
+            if queue.concurrency == 0 {
+                return Err(ConfigError::ZeroConcurrency {
+                    queue: queue.name.clone(),
+                });
+            }
+            if !seen.insert(queue.name.as_str()) {
+                return Err(ConfigError::DuplicateQueue {
+                    queue: queue.name.clone(),
+                });
+            }
+        }
+        if let Some(kind) = self.duplicate_kinds.first() {
+            return Err(ConfigError::DuplicateHandler { kind: kind.clone() });
+        }
+        if self.registry.is_empty() {
+            return Err(ConfigError::NoHandlers);
+        }
+        for kind in self.registry.kinds() {
+            names::validate_name("kind", kind)?;
+        }
+        let recheck = |scope: String, policy: &RetryPolicy| {
+            policy
+                .to_builder()
+                .build()
+                .map(|_| ())
+                .map_err(|source| ConfigError::Policy { scope, source })
+        };
+        recheck("default".into(), &self.policies.default)?;
+        for (queue, policy) in &self.policies.queues {
+            recheck(format!("queue {queue:?}"), policy)?;
+        }
+        for (kind, policy) in &self.policies.kinds {
+            recheck(format!("kind {kind:?}"), policy)?;
+        }
+        if self.poll_interval.is_zero() {
+            return Err(ConfigError::ZeroDuration {
+                field: "poll_interval",
+            });
+        }
+        self.maintenance.validate()?;
+        let worker_id = match self.worker_id {
+            Some(id) => {
+                names::validate_key("worker_id", &id)?;
+                id
+            }
+            None => format!("{}-{}", host_name(), std::process::id()),
+        };
+        Ok(Worker {
+            store: self.store,
+            queues: self.queues,
+            registry: self.registry,
+            policies: self.policies,
+            worker_id,
+            poll_interval: self.poll_interval,
+            claim_cooldown: self.claim_cooldown,
+            grace: self.grace,
+            drain_timeout: self.drain_timeout,
+            heartbeats: self.heartbeats,
+            maintenance: self.maintenance,
+            shutdown: ShutdownHandle::new(),
+        })
+    }
+}
+
+/// The machine's host name, for the worker registry. Falls back to `localhost`.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| std::env::var("COMPUTERNAME").ok())
+        .map(|name| name.trim().to_string())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// A worker process's runtime: per queue, a fetcher that claims jobs into free slots;
+/// per job, an executor; one completer; one maintenance loop.
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use revenant_core::runtime::{Worker, JobContext};
+/// # async fn f(store: Arc<dyn revenant_core::Store>) {
+/// let worker = Worker::builder(store)
+///     .queue("emails", 10)
+///     .handler_fn("send_receipt", |_ctx: JobContext, _order: u64| async move { Ok(()) })
+///     .build()
+///     .expect("a worker configuration that can work");
+/// // Runs until SIGTERM or Ctrl-C, then drains and returns Ok.
+/// worker.run().await.unwrap();
+/// # }
+/// ```
+pub struct Worker {
+    store: Arc<dyn Store>,
+    queues: Vec<QueueConfig>,
+    registry: Registry,
+    policies: PolicySet,
+    worker_id: String,
+    poll_interval: Duration,
+    claim_cooldown: Duration,
+    grace: Duration,
+    drain_timeout: Duration,
+    heartbeats: bool,
+    maintenance: MaintenanceConfig,
+    shutdown: ShutdownHandle,
+}
+
+impl Worker {
+    /// A builder over `store`.
+    pub fn builder(store: Arc<dyn Store>) -> WorkerBuilder {
+        WorkerBuilder {
+            store,
+            queues: Vec::new(),
+            registry: Registry::default(),
+            duplicate_kinds: Vec::new(),
+            policies: PolicySet::default(),
+            worker_id: None,
+            poll_interval: Duration::from_secs(1),
+            claim_cooldown: Duration::from_millis(20),
+            grace: Duration::from_secs(30),
+            drain_timeout: Duration::from_secs(10),
+            heartbeats: true,
+            maintenance: MaintenanceConfig::default(),
+        }
+    }
+
+    /// The worker's id.
+    pub fn id(&self) -> &str {
+        &self.worker_id
+    }
+
+    /// A handle that starts a graceful shutdown from elsewhere (tests, an admin
+    /// endpoint), as SIGTERM would.
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        self.shutdown.clone()
+    }
+
+    /// Runs until SIGTERM or Ctrl-C (or [`ShutdownHandle::shutdown`]), then shuts down
+    /// gracefully and returns `Ok`, so `main` can exit 0.
+    pub async fn run(self) -> Result<(), WorkerError> {
+        self.run_until(shutdown::signal()).await
+    }
+
+    /// Runs until `signal` completes (or [`ShutdownHandle::shutdown`]), then shuts down
+    /// gracefully:
+    ///
+    /// 1. no claim after the signal (a claim already in flight has its jobs released
+    ///    at once);
+    /// 2. running jobs get the grace period to finish;
+    /// 3. then their handlers are cancelled and their leases released: back to
+    ///    `ready`, due now, the attempt given back;
+    /// 4. the last results are written, the worker leaves the registry, and this
+    ///    returns `Ok`.
+    pub async fn run_until(self, signal: impl Future<Output = ()>) -> Result<(), WorkerError> {
+        let stop_claiming = self.shutdown.token();
+        let hard_stop = CancellationToken::new();
+        let abandon = CancellationToken::new();
+        let completer_stop = CancellationToken::new();
+        let maintenance_stop = CancellationToken::new();
+
+        let registration = WorkerHeartbeatParams {
+            worker: self.worker_id.clone(),
+            host: host_name(),
+            pid: i64::from(std::process::id()),
+            queues: self.queues.iter().map(|q| q.name.clone()).collect(),
+            now: None,
+        };
+        if let Err(err) = store_retry::retry("worker_heartbeat", &stop_claiming, || {
+            self.store.worker_heartbeat(registration.clone())
+        })
+        .await
+        {
+            if !stop_claiming.is_cancelled() {
+                return Err(WorkerError::Register(err));
+            }
+        }
+
+        let (completer, completer_task) =
+            completer::spawn(self.store.clone(), completer_stop.clone(), abandon.clone());
+        let shared = Arc::new(Shared {
+            store: self.store.clone(),
+            registry: self.registry,
+            policies: self.policies,
+            worker_id: self.worker_id.clone(),
+            poll_interval: self.poll_interval,
+            claim_cooldown: self.claim_cooldown,
+            heartbeats: self.heartbeats,
+            stop_claiming: stop_claiming.clone(),
+            hard_stop: hard_stop.clone(),
+            abandon: abandon.clone(),
+            completer,
+        });
+        let maintenance_task = tokio::spawn(maintenance::run(
+            shared.clone(),
+            self.maintenance.clone(),
+            registration,
+            maintenance_stop.clone(),
+        ));
+        let mut slots = Vec::new();
+        let mut fetchers = Vec::new();
+        for queue in &self.queues {
+            let semaphore = Arc::new(Semaphore::new(queue.concurrency));
+            slots.push((semaphore.clone(), queue.concurrency));
+            fetchers.push(tokio::spawn(fetcher::run(
+                shared.clone(),
+                queue.clone(),
+                semaphore,
+            )));
+        }
+        tracing::info!(
+            worker = %self.worker_id,
+            queues = ?self.queues.iter().map(|q| (&q.name, q.concurrency)).collect::<Vec<_>>(),
+            "worker started"
+        );
+
+        tokio::select! {
+            _ = signal => {}
+            _ = stop_claiming.cancelled() => {}
+        }
+        stop_claiming.cancel();
+        tracing::info!(worker = %self.worker_id, grace_ms = self.grace.as_millis() as u64, "shutting down: no more claims");
+        for fetcher in fetchers {
+            let _ = fetcher.await;
+        }
+        // Every executor holds a slot until its result is written, so holding every
+        // slot means every job has left this worker.
+        let all_idle = || async {
+            for (semaphore, n) in &slots {
+                let _ = semaphore.acquire_many(*n as u32).await;
+            }
+        };
+        if tokio::time::timeout(self.grace, all_idle()).await.is_err() {
+            tracing::warn!(worker = %self.worker_id, "grace period over: cancelling running jobs and releasing their leases");
+            hard_stop.cancel();
+            if tokio::time::timeout(self.drain_timeout, all_idle())
+                .await
+                .is_err()
+            {
+                tracing::error!(worker = %self.worker_id, "drain deadline over: exiting with results unwritten; their jobs are reclaimed when their leases expire");
+                abandon.cancel();
+                let _ = tokio::time::timeout(Duration::from_secs(1), all_idle()).await;
+            }
+        }
+        completer_stop.cancel();
+        let _ = completer_task.await;
+        maintenance_stop.cancel();
+        let _ = maintenance_task.await;
+        let remove_stop = CancellationToken::new();
+        let removing = store_retry::retry("worker_remove", &remove_stop, || {
+            self.store
+                .worker_remove(WorkerRemoveParams::Worker(self.worker_id.clone()))
+        });
+        if tokio::time::timeout(self.drain_timeout, removing)
+            .await
+            .is_err()
+        {
+            remove_stop.cancel();
+        }
+        tracing::info!(worker = %self.worker_id, "worker stopped");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::memory::MemoryStore;
+
+    fn builder() -> WorkerBuilder {
+        Worker::builder(Arc::new(MemoryStore::new()))
+    }
+
+    fn noop(_: JobContext, _: serde_json::Value) -> futures::future::Ready<Result<(), JobError>> {
+        futures::future::ready(Ok(()))
+    }
+
+    #[test]
+    fn configurations_that_cannot_work_are_refused_at_start() {
+        let err = |b: WorkerBuilder| b.build().err().expect("refused").to_string();
+        assert!(err(builder().handler_fn("k", noop)).contains("no queues"));
+        assert!(err(builder().queue("q", 1)).contains("no handlers"));
+        assert!(err(builder().queue("q", 0).handler_fn("k", noop)).contains("concurrency 0"));
+        assert!(
+            err(builder().queue("q", 1).queue("q", 2).handler_fn("k", noop))
+                .contains("listed twice")
+        );
+        assert!(err(builder()
+            .queue("q", 1)
+            .handler_fn("k", noop)
+            .handler_fn("k", noop))
+        .contains("two handlers"));
+        assert!(err(builder().queue("bad queue!", 1).handler_fn("k", noop)).contains("queue"));
+        assert!(err(builder()
+            .queue("q", 1)
+            .handler_fn("k", noop)
+            .poll_interval(Duration::ZERO))
+        .contains("poll_interval"));
+        assert!(builder()
+            .queue("q", 1)
+            .handler_fn("k", noop)
+            .build()
+            .is_ok());
+    }
+
+    #[test]
+    fn a_policy_from_a_config_file_is_checked_like_one_built_in_code() {
+        // Deserializing skips the builder's checks; the worker checks again.
+        let bad: RetryPolicy = serde_json::from_value(serde_json::json!({
+            "max_attempts": 3,
+            "backoff": {"base": "1s", "multiplier": 2.0, "cap": "1m"},
+            "jitter": {"kind": "none"},
+            "attempt_timeout": "2m",
+            "lease": "1m",
+            "heartbeat": "20s"
+        }))
+        .expect("the policy deserializes");
+        let err = builder()
+            .queue("q", 1)
+            .handler_fn("k", noop)
+            .policies(PolicySet::default().with_kind("k", bad))
+            .build()
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(err.contains("kind \"k\""), "{err}");
+        assert!(err.contains("attempt_timeout"), "{err}");
+    }
+}

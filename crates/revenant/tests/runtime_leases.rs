@@ -1,0 +1,252 @@
+//! Leases on the real SQLite store: a stalled worker loses its job to another and its
+//! late ack is rejected; heartbeats keep a long attempt's lease.
+
+mod harness;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use harness::*;
+use revenant::store::Fenced;
+use revenant::{FailureClass, JobContext, JobState, NewJob, PolicySet, RetryPolicy, Worker};
+
+/// The queue's policy sets the claim's lease (400 ms). The `slow` kind's own policy
+/// allows a 5 s attempt; with heartbeats on, its first heartbeat would extend the
+/// lease to its own 6 s. Heartbeats off, the lease stays at 400 ms: a stalled worker.
+fn slow_policies() -> PolicySet {
+    let long = RetryPolicy::builder()
+        .max_attempts(3)
+        .lease(ms(6000))
+        .attempt_timeout(ms(5000))
+        .build()
+        .unwrap();
+    PolicySet::new(policy(3, ms(400)))
+        .with_queue("q", policy(3, ms(400)))
+        .with_kind("slow", long)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_workers_job_is_reclaimed_only_after_its_lease_and_its_late_ack_is_rejected() {
+    let db = Db::new();
+    let sqlite = db.store().await;
+    let id = enqueue(
+        sqlite.as_ref(),
+        vec![NewJob::new("q", "slow", serde_json::json!(null))],
+    )
+    .await[0];
+
+    let runs = Arc::new(AtomicUsize::new(0));
+    let handler = |runs: Arc<AtomicUsize>, sqlite: Arc<revenant::sqlite::SqliteStore>| {
+        move |ctx: JobContext, _: serde_json::Value| {
+            let (runs, sqlite) = (runs.clone(), sqlite.clone());
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                if ctx.attempt() == 1 {
+                    // The first attempt outlives its lease: it returns only once the
+                    // second attempt (on the other worker) has completed the job.
+                    wait_for_jobs(
+                        sqlite.as_ref(),
+                        "the reclaimed attempt to complete",
+                        Duration::from_secs(10),
+                        |jobs| jobs[0].status == JobState::Completed,
+                    )
+                    .await;
+                }
+                Ok(())
+            }
+        }
+    };
+
+    let stalled = Observed::new(sqlite.clone());
+    let worker_a = Worker::builder(stalled.clone())
+        .worker_id("stalled")
+        .queue("q", 1)
+        .policies(slow_policies())
+        .heartbeats(false)
+        .poll_interval(ms(20))
+        .handler_fn("slow", handler(runs.clone(), sqlite.clone()))
+        .build()
+        .unwrap();
+    let (stop_a, task_a) = start(worker_a);
+    wait_until(
+        "the stalled worker to claim the job",
+        Duration::from_secs(5),
+        || {
+            stalled
+                .record
+                .lock()
+                .unwrap()
+                .claims
+                .iter()
+                .any(|c| !c.1.is_empty())
+        },
+    )
+    .await;
+    let first_claim = stalled
+        .record
+        .lock()
+        .unwrap()
+        .claims
+        .iter()
+        .find(|c| !c.1.is_empty())
+        .unwrap()
+        .1[0]
+        .clone();
+    let lease_expired_at = first_claim.lease_expires_at.expect("a lease");
+
+    let rescuer = Observed::new(sqlite.clone());
+    let worker_b = Worker::builder(rescuer.clone())
+        .worker_id("rescuer")
+        .queue("q", 1)
+        .policies(slow_policies())
+        .poll_interval(ms(20))
+        .handler_fn("slow", handler(runs.clone(), sqlite.clone()))
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let (stop_b, task_b) = start(worker_b);
+    wait_for_jobs(
+        sqlite.as_ref(),
+        "the job to complete",
+        Duration::from_secs(10),
+        |jobs| jobs[0].status == JobState::Completed,
+    )
+    .await;
+    let reclaim_took = started.elapsed();
+
+    // The first worker's handler returns now; its ack must be rejected.
+    wait_until(
+        "the stalled worker's late ack",
+        Duration::from_secs(5),
+        || !stalled.record.lock().unwrap().completes.is_empty(),
+    )
+    .await;
+    stop_a.shutdown();
+    stop_b.shutdown();
+    task_a.await.unwrap();
+    task_b.await.unwrap();
+
+    let job = get(sqlite.as_ref(), id).await;
+    let stalled = stalled.record.lock().unwrap();
+    let rescuer = rescuer.record.lock().unwrap();
+    assert_eq!(stalled.completes.len(), 1);
+    assert_eq!(
+        stalled.completes[0].1,
+        Fenced::LeaseLost,
+        "the late ack is rejected"
+    );
+    let reclaim = rescuer
+        .claims
+        .iter()
+        .find(|c| !c.1.is_empty())
+        .expect("the rescuer claimed it");
+    let reclaimed = &reclaim.1[0];
+    assert_eq!((reclaimed.id, reclaimed.attempts), (id, 2));
+    assert!(
+        reclaimed.attempted_at.unwrap() >= lease_expired_at,
+        "reclaimed at {:?}, before the lease expired at {lease_expired_at:?}",
+        reclaimed.attempted_at
+    );
+    assert_eq!(
+        rescuer.completes,
+        vec![(
+            revenant::store::LeaseRef {
+                id,
+                lease_token: reclaimed.lease_token.unwrap()
+            },
+            Fenced::Applied
+        )],
+        "completed exactly once"
+    );
+
+    assert_eq!((job.status, job.attempts), (JobState::Completed, 2));
+    assert_eq!(job.worker.as_deref(), Some("rescuer"));
+    assert_eq!(job.errors.len(), 1, "{job:#?}");
+    assert_eq!(
+        (job.errors[0].attempt, job.errors[0].class),
+        (1, FailureClass::LeaseExpired)
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "both attempts ran");
+    eprintln!("reclaimed after {reclaim_took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_hold_the_lease_for_ten_lease_lengths() {
+    // The policy refuses an attempt timeout at or above the lease, so an attempt can
+    // run ten lease lengths only when its kind has a longer lease than the claim: the
+    // queue's claims lease jobs for 300 ms, the `long` kind may run 4 s under a 4.5 s
+    // lease. The first heartbeat sets the kind's lease and later ones (every 100 ms)
+    // keep it; the other worker polls every 20 ms the whole time and never gets the
+    // job. Without heartbeats the same setup is reclaimed after 300 ms (the test above).
+    let db = Db::new();
+    let sqlite = db.store().await;
+    let short = policy(3, ms(300));
+    let long = RetryPolicy::builder()
+        .max_attempts(3)
+        .lease(ms(4500))
+        .heartbeat(ms(100))
+        .attempt_timeout(ms(4000))
+        .build()
+        .unwrap();
+    let policies = PolicySet::new(short).with_kind("long", long);
+    let id = enqueue(
+        sqlite.as_ref(),
+        vec![NewJob::new("q", "long", serde_json::json!(null))],
+    )
+    .await[0];
+    let runs = Arc::new(AtomicUsize::new(0));
+    let observed = Observed::new(sqlite.clone());
+    let make = |name: &str| {
+        let runs = runs.clone();
+        Worker::builder(observed.clone())
+            .worker_id(name)
+            .queue("q", 1)
+            .policies(policies.clone())
+            .poll_interval(ms(20))
+            .handler_fn("long", move |ctx: JobContext, _: serde_json::Value| {
+                let runs = runs.clone();
+                async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    // Ten claim-lease lengths.
+                    tokio::select! {
+                        _ = tokio::time::sleep(ms(3000)) => Ok(()),
+                        _ = ctx.cancelled() => Err(revenant::JobError::retry("cancelled")),
+                    }
+                }
+            })
+            .build()
+            .unwrap()
+    };
+    let (stop_a, task_a) = start(make("a"));
+    wait_for_jobs(
+        sqlite.as_ref(),
+        "the job to start",
+        Duration::from_secs(5),
+        |jobs| jobs[0].status == JobState::Running,
+    )
+    .await;
+    let (stop_b, task_b) = start(make("b"));
+    let job = wait_for_jobs(
+        sqlite.as_ref(),
+        "the job to finish",
+        Duration::from_secs(10),
+        all_terminal,
+    )
+    .await
+    .remove(0);
+    stop_a.shutdown();
+    stop_b.shutdown();
+    task_a.await.unwrap();
+    task_b.await.unwrap();
+    assert_eq!(job.id, id);
+    assert_eq!(
+        (job.status, job.attempts),
+        (JobState::Completed, 1),
+        "{job:#?}"
+    );
+    assert!(job.errors.is_empty(), "no lease was lost: {job:#?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "never reclaimed");
+    let beats = observed.record.lock().unwrap().heartbeats;
+    assert!(beats >= 25, "heartbeats every 100 ms over 3 s: {beats}");
+}
