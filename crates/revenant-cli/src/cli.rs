@@ -45,9 +45,20 @@ pub enum Command {
     /// Play the outage story in virtual time, without a database: what a policy does
     /// to the provider's load and to the jobs.
     Simulate(crate::commands::SimulateArgs),
+    /// The Friday outage end to end on embedded SQLite, in a temporary directory: a
+    /// fake email provider down for a simulated 30 minutes, a poison receipt, the
+    /// summary beside the simulator's prediction, a chart, and the redrive.
+    Demo(crate::commands::DemoArgs),
     /// Run a worker for the built-in kinds (`http`; `exec` for allowed commands)
     /// until SIGTERM or Ctrl-C.
     Work(crate::commands::WorkArgs),
+    /// Evaluate the alert rules once, for cron. Exit codes (Nagios convention, for
+    /// this command only): 0 OK, 1 warning, 2 critical, 3 unknown (the check could
+    /// not run: bad usage, a bad rules file, an unreachable store).
+    Check(crate::commands::CheckArgs),
+    /// Print the queue gauges computed from the store now, in Prometheus text format
+    /// (for a textfile collector). A worker serves live metrics with --metrics-addr.
+    Metrics(crate::commands::MetricsArgs),
 }
 
 /// `revenant enqueue`.
@@ -112,10 +123,16 @@ pub struct FilterArgs {
     /// Only jobs finished before: a duration ago (`10m`) or an RFC 3339 time.
     #[arg(long)]
     pub until: Option<String>,
+    /// Only dead jobs with this error fingerprint (12 hex digits, from
+    /// `revenant dead fingerprints`).
+    #[arg(long)]
+    pub fingerprint: Option<String>,
 }
 
 /// `revenant jobs ...`.
 #[derive(Debug, Subcommand)]
+// Parsed once per process: the size of the largest variant costs nothing worth a Box.
+#[allow(clippy::large_enum_variant)]
 pub enum JobsCommand {
     /// List jobs, newest first.
     List {
@@ -186,10 +203,53 @@ pub enum DeadCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Group dead jobs by the fingerprint of their last error (numbers, ids and
+    /// quoted values stripped), largest group first: one line per bug.
+    Fingerprints {
+        /// Filters.
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Only this reason.
+        #[arg(long)]
+        reason: Option<String>,
+        /// At most this many groups (1..=10000).
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Move dead jobs back to ready with a fresh attempt budget, history kept.
     Redrive(RedriveArgs),
+    /// The redrive audit: when, which filter, how many, at what rate, by whom.
+    History {
+        /// At most this many records, newest first (1..=10000).
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Delete dead jobs for good.
     Purge(PurgeArgs),
+    /// Write dead jobs as JSON Lines (one job per line, newest first), page by page.
+    Export(ExportArgs),
+}
+
+/// `revenant dead export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// These job ids (else every dead job matching the filters).
+    pub ids: Vec<i64>,
+    /// Filters.
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Only this reason.
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Write to this file (created or truncated) instead of standard output.
+    #[arg(long, short)]
+    pub output: Option<std::path::PathBuf>,
 }
 
 /// `revenant dead redrive`.
@@ -216,6 +276,15 @@ pub struct RedriveArgs {
     /// Show how many would be redriven and a sample, change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Who is redriving, for the audit. Default: $REVENANT_ACTOR, else $USER.
+    #[arg(long)]
+    pub actor: Option<String>,
+    /// Why (a ticket, "provider fixed"), for the audit.
+    #[arg(long)]
+    pub note: Option<String>,
+    /// No progress bar (it is drawn only on a terminal, and never with --json).
+    #[arg(long)]
+    pub no_progress: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -285,6 +354,13 @@ pub struct StatsArgs {
     /// A worker seen within this long counts as alive.
     #[arg(long, default_value = "30s")]
     pub alive_within: String,
+    /// The window of the COMPLETED and FAILED counts.
+    #[arg(long, default_value = "60s")]
+    pub window: String,
+    /// Refresh every INTERVAL (default 2s) until Ctrl-C: in place on a terminal, one
+    /// table (or one JSON line) after another otherwise.
+    #[arg(long, value_name = "INTERVAL", num_args = 0..=1, default_missing_value = "2s")]
+    pub watch: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,

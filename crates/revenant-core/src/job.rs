@@ -299,6 +299,10 @@ pub struct Job {
     pub errors: Vec<ErrorEntry>,
     /// How many times the job has been redriven out of `dead`.
     pub redrives: i32,
+    /// While the job is dead: the [`crate::fingerprint`] of the error it died of (for
+    /// `lease_expired`, [`crate::fingerprint::lease_expired`]). Cleared on redrive.
+    #[serde(default)]
+    pub fingerprint: Option<String>,
 }
 
 /// A job to enqueue. Build one with [`NewJob::new`] and the `with_*` methods; every

@@ -7,18 +7,23 @@
 //!   it into a state transition;
 //! - [`store`]: the one trait every backend implements, with one params struct per
 //!   operation;
+//! - [`fingerprint`]: the stable fingerprint of an error message that groups dead jobs
+//!   dying of one bug;
 //! - [`names`] and [`duration`]: input validation shared by every entry point;
 //! - [`runtime`]: the worker runtime: handlers, fetchers, executors, the completer,
-//!   maintenance and graceful shutdown.
+//!   maintenance, metrics and graceful shutdown;
+//! - [`alert`]: alert rules on the four numbers, their evaluation and delivery.
 //!
 //! Time: every store call takes an optional `now`. In production it is `None` and the
 //! backend uses its own clock (PostgreSQL's `now()`, the owning process for SQLite);
 //! tests pin it so nothing sleeps.
 
+pub mod alert;
 pub mod backoff;
 pub mod decide;
 pub mod duration;
 pub mod error;
+pub mod fingerprint;
 pub mod job;
 pub mod names;
 pub mod outcome;

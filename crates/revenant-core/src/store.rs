@@ -228,6 +228,8 @@ pub struct JobFilter {
     pub finished_after: Option<Timestamp>,
     /// Only jobs finished before this time.
     pub finished_before: Option<Timestamp>,
+    /// Only dead jobs with this [`crate::fingerprint`] (12 hex digits).
+    pub fingerprint: Option<String>,
 }
 
 /// `job_list`: jobs matching a filter, newest id first, paged by id.
@@ -262,9 +264,17 @@ pub struct JobSweepParams {
 
 /// `job_redrive`: dead → ready for every dead job matching the filter (up to
 /// `limit`), oldest first: attempts reset to 0, history kept, `redrives += 1`,
-/// `dead_reason` cleared. The i-th job (from 0) gets `run_at = now + i * spacing`, so
-/// a rate-limited redrive is spread in the queue itself. A job that is no longer dead
-/// is left alone. Returns the redriven ids in order.
+/// `dead_reason` and `fingerprint` cleared. The i-th job (from 0) gets
+/// `run_at = start + i * spacing` (`start` is `start_at`, or now when that is absent
+/// or past), so a rate-limited redrive is spread in the queue itself. A job that is no
+/// longer dead is left alone. Returns the redriven ids in order.
+///
+/// In the same transaction, a redrive that moved at least one job writes an audit
+/// record ([`RedriveRecord`], read with `redrive_history`): when, the filter, the
+/// spacing, how many, the first and last id, and `actor`/`note`. Calls that share an
+/// `audit_key` (the chunks of one large redrive) share one record: the first inserts
+/// it, the later ones add their count and last id. A redrive that moved nothing writes
+/// nothing.
 #[derive(Debug, Clone, Default)]
 pub struct JobRedriveParams {
     /// Which dead jobs (the store adds `status = dead`).
@@ -273,8 +283,124 @@ pub struct JobRedriveParams {
     pub limit: Option<u32>,
     /// Gap between consecutive redriven jobs' `run_at`; zero for all at once.
     pub spacing: Duration,
+    /// The first job's `run_at`. Default (`None`) and any time in the past: now. A
+    /// chunked redrive passes `first chunk's start + jobs so far * spacing` so the pace
+    /// stays even across chunks.
+    pub start_at: Option<Timestamp>,
+    /// Who redrove (a user name, a ticket); recorded in the audit. Default none.
+    pub actor: Option<String>,
+    /// Why; recorded in the audit. Default none.
+    pub note: Option<String>,
+    /// Calls with the same key add to one audit record. Default none: each call
+    /// records its own. Choose a key nobody else uses (the CLI uses time, pid and a
+    /// random number).
+    pub audit_key: Option<String>,
     /// The clock.
     pub now: Option<Timestamp>,
+}
+
+impl JobRedriveParams {
+    /// Checks the audit's free-text fields (`actor`, `note`, `audit_key`): one line
+    /// each, no control characters, at most 1024 bytes. Every backend calls it first.
+    pub fn validate(&self) -> Result<(), crate::InputError> {
+        for (field, value) in [
+            ("actor", &self.actor),
+            ("note", &self.note),
+            ("audit_key", &self.audit_key),
+        ] {
+            if let Some(value) = value {
+                if value.chars().any(char::is_control) || value.len() > 1024 {
+                    return Err(crate::InputError::new(
+                        field,
+                        "must be one line without control characters, at most 1024 bytes",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One redrive, as the audit recorded it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RedriveRecord {
+    /// The record's id (increasing).
+    pub id: i64,
+    /// When the redrive (its first chunk) ran.
+    pub at: Timestamp,
+    /// When its last chunk ran (equal to `at` for a single call).
+    pub updated_at: Timestamp,
+    /// The filter it was given (its first call's), with `status = dead` implied.
+    pub filter: JobFilter,
+    /// The gap between consecutive jobs' `run_at`, in milliseconds (0: all at once).
+    pub spacing_ms: i64,
+    /// Jobs moved back to ready.
+    pub count: i64,
+    /// The lowest id moved by the first call.
+    pub first_job_id: JobId,
+    /// The highest id moved by the last call.
+    pub last_job_id: JobId,
+    /// Who, when given.
+    pub actor: Option<String>,
+    /// Why, when given.
+    pub note: Option<String>,
+}
+
+/// `redrive_history`: the audit records, newest first.
+#[derive(Debug, Clone)]
+pub struct RedriveHistoryParams {
+    /// At most this many (the store caps it at 10,000). Default 50.
+    pub limit: u32,
+}
+
+impl Default for RedriveHistoryParams {
+    fn default() -> Self {
+        RedriveHistoryParams { limit: 50 }
+    }
+}
+
+/// `dead_fingerprints`: dead jobs matching the filter, grouped by fingerprint, the
+/// largest group first (ties: the most recent last death first).
+#[derive(Debug, Clone)]
+pub struct DeadFingerprintsParams {
+    /// Which dead jobs (the store adds `status = dead`).
+    pub filter: JobFilter,
+    /// At most this many groups (the store caps it at 10,000). Default 50.
+    pub limit: u32,
+}
+
+impl Default for DeadFingerprintsParams {
+    fn default() -> Self {
+        DeadFingerprintsParams {
+            filter: JobFilter::default(),
+            limit: 50,
+        }
+    }
+}
+
+/// Dead jobs that died of one error, as `dead_fingerprints` groups them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FingerprintGroup {
+    /// The fingerprint (empty for dead jobs written by a version without fingerprints
+    /// and not yet backfilled).
+    pub fingerprint: String,
+    /// How many dead jobs carry it.
+    pub count: i64,
+    /// The earliest death (`finished_at`) among them.
+    pub first_seen: Timestamp,
+    /// The latest death among them.
+    pub last_seen: Timestamp,
+    /// Their kinds, sorted.
+    pub kinds: Vec<String>,
+    /// Their queues, sorted.
+    pub queues: Vec<String>,
+    /// One of them: the highest id.
+    pub example_id: JobId,
+    /// That job's last error message, as recorded.
+    pub example_message: String,
+    /// That message normalised ([`crate::fingerprint::normalize`]): what the group has
+    /// in common.
+    pub pattern: String,
 }
 
 /// `job_purge`: delete dead jobs matching the filter. Returns how many.
@@ -287,7 +413,8 @@ pub struct JobPurgeParams {
 }
 
 /// `job_prune`: delete completed and cancelled jobs finished more than `retention`
-/// ago. Dead jobs are never pruned: they wait for an operator. Returns how many.
+/// ago, and failure-log records (see [`QueueStats::failed_last_interval`]) older than
+/// that. Dead jobs are never pruned: they wait for an operator. Returns how many jobs.
 #[derive(Debug, Clone)]
 pub struct JobPruneParams {
     /// How long finished jobs are kept.
@@ -313,14 +440,30 @@ pub struct QueuePauseParams {
 pub struct QueueStatsParams {
     /// Only this queue; `None` for all.
     pub queue: Option<String>,
-    /// A worker seen within this long counts as alive.
+    /// A worker seen within this long counts as alive. Default 30 s.
     pub worker_alive_within: Duration,
+    /// The window of `completed_last_interval` and `failed_last_interval`:
+    /// `(now - interval, now]`. Default 60 s. Both counts are exact while the window
+    /// is no longer than the prune retention (finished jobs and failure records
+    /// older than that are gone); past it they are lower bounds.
+    pub interval: Duration,
     /// The clock.
     pub now: Option<Timestamp>,
 }
 
+impl Default for QueueStatsParams {
+    fn default() -> Self {
+        QueueStatsParams {
+            queue: None,
+            worker_alive_within: Duration::from_secs(30),
+            interval: Duration::from_secs(60),
+            now: None,
+        }
+    }
+}
+
 /// One queue's numbers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct QueueStats {
     /// The queue.
     pub queue: String,
@@ -348,6 +491,19 @@ pub struct QueueStats {
     pub workers_alive: i64,
     /// When a job of this queue last completed (among jobs not yet pruned).
     pub last_completed_at: Option<Timestamp>,
+    /// The window the two counts below cover, in seconds (`QueueStatsParams::interval`).
+    #[serde(default)]
+    pub interval_secs: f64,
+    /// Jobs that completed within the window (exact: counted from the jobs
+    /// themselves, which are kept until pruned).
+    #[serde(default)]
+    pub completed_last_interval: i64,
+    /// Failed attempts recorded within the window: every `job_fail` (retried or
+    /// dead) and every expired lease (reclaimed or made dead). Exact: each is one row
+    /// of an append-only failure log written in the same transaction, pruned with
+    /// finished jobs.
+    #[serde(default)]
+    pub failed_last_interval: i64,
 }
 
 /// `worker_heartbeat`: record that a worker is alive (insert or update).
@@ -453,6 +609,16 @@ pub trait Store: Send + Sync + 'static {
     async fn job_redrive(&self, params: JobRedriveParams) -> Result<Vec<JobId>, StoreError>;
     /// See [`JobPurgeParams`].
     async fn job_purge(&self, params: JobPurgeParams) -> Result<u64, StoreError>;
+    /// See [`DeadFingerprintsParams`].
+    async fn dead_fingerprints(
+        &self,
+        params: DeadFingerprintsParams,
+    ) -> Result<Vec<FingerprintGroup>, StoreError>;
+    /// See [`RedriveHistoryParams`].
+    async fn redrive_history(
+        &self,
+        params: RedriveHistoryParams,
+    ) -> Result<Vec<RedriveRecord>, StoreError>;
     /// See [`JobPruneParams`].
     async fn job_prune(&self, params: JobPruneParams) -> Result<u64, StoreError>;
     /// See [`QueuePauseParams`].

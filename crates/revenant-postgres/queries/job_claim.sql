@@ -1,5 +1,7 @@
 -- job_claim: lease up to $3 claimable jobs of queue $2 to worker $4 for $5 ms.
--- $1: now (NULL: the database clock). $6: how many history entries a job keeps.
+-- $1: now (NULL: the database clock). $6: how many history entries a job keeps. $7: the
+-- lease_expired fingerprint. Every expired lease (made dead or reclaimed) is logged in
+-- attempt_failures.
 --
 -- Ready jobs and expired leases are picked separately, each with FOR UPDATE SKIP
 -- LOCKED so concurrent claimers never wait on each other, then merged in claim order
@@ -27,6 +29,7 @@ buried AS (
     UPDATE {schema}.jobs j
     SET status = 'dead',
         dead_reason = 'lease_expired',
+        fingerprint = $7::text,
         finished_at = t.now,
         lease_token = NULL,
         lease_expires_at = NULL,
@@ -39,6 +42,10 @@ buried AS (
     FROM exhausted x, t
     WHERE j.id = x.id
     RETURNING j.id
+),
+buried_logged AS (
+    INSERT INTO {schema}.attempt_failures (queue, class, at)
+    SELECT $2, 'lease_expired', t.now FROM buried b, t
 ),
 ready AS (
     SELECT j.id, j.priority, j.run_at
@@ -86,6 +93,10 @@ chosen AS (
     FROM (SELECT * FROM ready UNION ALL SELECT * FROM expired) c
     ORDER BY c.priority DESC, c.run_at, c.id
     LIMIT $3
+),
+reclaims_logged AS (
+    INSERT INTO {schema}.attempt_failures (queue, class, at)
+    SELECT $2, 'lease_expired', t.now FROM chosen c JOIN expired e ON e.id = c.id, t
 )
 UPDATE {schema}.jobs j
 SET status = 'running',

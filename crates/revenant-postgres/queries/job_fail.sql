@@ -1,24 +1,36 @@
 -- job_fail: record one failed attempt per element of $2..$8 and move each job that
--- still holds its lease to ready at now + delay (retry) or to dead. Returns the ids
--- that held their lease. $1: now (NULL: the database clock). $9: how many history
--- entries a job keeps.
+-- still holds its lease to ready at now + delay (retry) or to dead with the
+-- fingerprint $10 (NULL for a retry). Returns the ids that held their lease, and logs
+-- one failure per such job in attempt_failures (queue_stats' failure count). $1: now
+-- (NULL: the database clock). $9: how many history entries a job keeps.
 WITH t AS (
     SELECT date_trunc('milliseconds', coalesce($1::timestamptz, now())) AS now
+),
+failed AS (
+    UPDATE {schema}.jobs j
+    SET status = CASE WHEN i.dead_reason IS NULL THEN 'ready' ELSE 'dead' END,
+        run_at = CASE WHEN i.dead_reason IS NULL
+                      THEN t.now + i.delay_ms::float8 * interval '1 millisecond'
+                      ELSE j.run_at END,
+        dead_reason = i.dead_reason,
+        fingerprint = i.fingerprint,
+        finished_at = CASE WHEN i.dead_reason IS NULL THEN NULL ELSE t.now END,
+        lease_token = NULL,
+        lease_expires_at = NULL,
+        errors = {schema}.append_error(j.errors, jsonb_strip_nulls(jsonb_build_object(
+            'attempt', j.attempts, 'at', t.now, 'class', i.class,
+            'message', i.message, 'worker', coalesce(i.worker, j.worker))), $9)
+    FROM unnest($2::int8[], $3::int8[], $4::text[], $5::text[], $6::text[], $7::int8[],
+                $8::text[], $10::text[])
+         AS i(id, lease_token, class, message, worker, delay_ms, dead_reason, fingerprint),
+         t
+    WHERE j.id = i.id AND j.lease_token = i.lease_token AND j.status = 'running'
+    RETURNING j.id, i.lease_token, j.queue,
+              (j.run_at <= t.now AND j.status = 'ready') OR j.group_key IS NOT NULL AS wake,
+              i.class, t.now AS at
+),
+logged AS (
+    INSERT INTO {schema}.attempt_failures (queue, class, at)
+    SELECT f.queue, f.class, f.at FROM failed f
 )
-UPDATE {schema}.jobs j
-SET status = CASE WHEN i.dead_reason IS NULL THEN 'ready' ELSE 'dead' END,
-    run_at = CASE WHEN i.dead_reason IS NULL
-                  THEN t.now + i.delay_ms::float8 * interval '1 millisecond'
-                  ELSE j.run_at END,
-    dead_reason = i.dead_reason,
-    finished_at = CASE WHEN i.dead_reason IS NULL THEN NULL ELSE t.now END,
-    lease_token = NULL,
-    lease_expires_at = NULL,
-    errors = {schema}.append_error(j.errors, jsonb_strip_nulls(jsonb_build_object(
-        'attempt', j.attempts, 'at', t.now, 'class', i.class,
-        'message', i.message, 'worker', coalesce(i.worker, j.worker))), $9)
-FROM unnest($2::int8[], $3::int8[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::text[])
-     AS i(id, lease_token, class, message, worker, delay_ms, dead_reason),
-     t
-WHERE j.id = i.id AND j.lease_token = i.lease_token AND j.status = 'running'
-RETURNING j.id, i.lease_token, j.queue, (j.run_at <= t.now AND j.status = 'ready') OR j.group_key IS NOT NULL AS wake
+SELECT f.id, f.lease_token, f.queue, f.wake FROM failed f

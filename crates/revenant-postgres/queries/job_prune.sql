@@ -1,8 +1,17 @@
--- job_prune: delete completed and cancelled jobs finished more than $2 ms before now,
+-- job_prune: delete completed and cancelled jobs (and failure-log records) older than $2 ms,
 -- at most $3. Dead jobs are never pruned: they wait for an operator. $1: now (NULL: the
 -- database clock).
 WITH t AS (
     SELECT date_trunc('milliseconds', coalesce($1::timestamptz, now())) AS now
+),
+-- Failure-log records older than the same cutoff go too (at most $3).
+old_failures AS (
+    DELETE FROM {schema}.attempt_failures
+    WHERE ctid IN (
+        SELECT f.ctid FROM {schema}.attempt_failures f
+        WHERE f.at < (SELECT now FROM t) - $2::float8 * interval '1 millisecond'
+        LIMIT $3
+    )
 )
 DELETE FROM {schema}.jobs
 WHERE id IN (

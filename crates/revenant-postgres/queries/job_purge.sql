@@ -1,5 +1,5 @@
--- job_purge: delete dead jobs matching the filter ($1..$10), oldest (lowest id) first,
--- at most $11 (NULL: all).
+-- job_purge: delete dead jobs matching the filter ($1..$11), oldest (lowest id) first,
+-- at most $12 (NULL: all).
 DELETE FROM {schema}.jobs
 WHERE id IN (
     SELECT j.id
@@ -7,6 +7,6 @@ WHERE id IN (
     WHERE j.status = 'dead'
       AND {job_filter}
     ORDER BY j.id
-    LIMIT $11
+    LIMIT $12
     FOR UPDATE OF j SKIP LOCKED
 )

@@ -1,5 +1,6 @@
 -- queue_stats: every known queue's numbers (queue $2, NULL: all), by name. A worker
 -- seen within the last $3 ms counts as alive. $1: now (NULL: the database clock).
+-- Completions and failures are counted in (now - $4 ms, now].
 --
 -- The counts scan the queue's jobs (completed ones included); the runtime samples this
 -- every few seconds, not per job.
@@ -22,7 +23,14 @@ SELECT
     (SELECT count(*) FROM {schema}.workers w
      WHERE w.last_seen_at >= t.now - $3::float8 * interval '1 millisecond'
        AND q.name = ANY(w.queues)) AS workers_alive,
-    max(j.finished_at) FILTER (WHERE j.status = 'completed') AS last_completed_at
+    max(j.finished_at) FILTER (WHERE j.status = 'completed') AS last_completed_at,
+    count(*) FILTER (WHERE j.status = 'completed'
+                       AND j.finished_at > t.now - $4::float8 * interval '1 millisecond'
+                       AND j.finished_at <= t.now) AS completed_last_interval,
+    (SELECT count(*) FROM {schema}.attempt_failures f
+     WHERE f.queue = q.name
+       AND f.at > t.now - $4::float8 * interval '1 millisecond'
+       AND f.at <= t.now) AS failed_last_interval
 FROM t
 CROSS JOIN {schema}.queues q
 LEFT JOIN {schema}.jobs j ON j.queue = q.name

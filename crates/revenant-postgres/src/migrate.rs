@@ -29,11 +29,18 @@ struct Migration {
 }
 
 /// Every migration, oldest first. Append; never edit one that has shipped.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "jobs",
-    sql: include_str!("../migrations/0001_jobs.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "jobs",
+        sql: include_str!("../migrations/0001_jobs.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "dead_letters",
+        sql: include_str!("../migrations/0002_dead_letters.sql"),
+    },
+];
 
 /// The first key of the advisory lock (`'rvnt'`); the second is the schema's hash.
 const LOCK_CLASS: i32 = 0x7276_6e74;

@@ -52,5 +52,6 @@ pub(crate) fn job_from_row(row: &PgRow) -> Result<Job, StoreError> {
         last_error: errors.last().cloned(),
         errors,
         redrives: row.try_get(20).classified()?,
+        fingerprint: row.try_get(21).classified()?,
     })
 }

@@ -11,7 +11,7 @@
 const JOB_COLUMNS: &str = "j.id, j.queue, j.kind, j.payload, j.status, j.priority, j.attempts, \
     j.max_attempts, j.run_at, j.created_at, j.attempted_at, j.finished_at, j.lease_token, \
     j.lease_expires_at, j.worker, j.group_key, j.unique_key, j.correlation_id, \
-    j.dead_reason, j.errors, j.redrives";
+    j.dead_reason, j.errors, j.redrives, j.fingerprint";
 
 const JOB_FILTER: &str = include_str!("../queries/job_filter.sql");
 
@@ -35,6 +35,10 @@ pub(crate) struct Queries {
     pub job_redrive: String,
     pub job_purge: String,
     pub job_prune: String,
+    pub dead_fingerprints: String,
+    pub redrive_history: String,
+    pub dead_unfingerprinted: String,
+    pub job_set_fingerprint: String,
     pub queue_set_paused: String,
     pub queue_stats: String,
     pub worker_heartbeat: String,
@@ -67,6 +71,10 @@ impl Queries {
             job_redrive: render(include_str!("../queries/job_redrive.sql")),
             job_purge: render(include_str!("../queries/job_purge.sql")),
             job_prune: render(include_str!("../queries/job_prune.sql")),
+            dead_fingerprints: render(include_str!("../queries/dead_fingerprints.sql")),
+            redrive_history: render(include_str!("../queries/redrive_history.sql")),
+            dead_unfingerprinted: render(include_str!("../queries/dead_unfingerprinted.sql")),
+            job_set_fingerprint: render(include_str!("../queries/job_set_fingerprint.sql")),
             queue_set_paused: render(include_str!("../queries/queue_set_paused.sql")),
             queue_stats: render(include_str!("../queries/queue_stats.sql")),
             worker_heartbeat: render(include_str!("../queries/worker_heartbeat.sql")),

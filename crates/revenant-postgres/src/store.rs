@@ -12,14 +12,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use revenant_core::names;
 use revenant_core::store::{
-    CancelResult, CancelTarget, Capabilities, Enqueued, FailAction, Fenced, JobCancelParams,
-    JobClaimParams, JobCompleteParams, JobEnqueueParams, JobFailParams, JobFilter, JobGetParams,
-    JobHeartbeatParams, JobListParams, JobPruneParams, JobPurgeParams, JobRedriveParams,
-    JobReleaseParams, JobSnoozeParams, JobSweepParams, LeaseRef, QueuePauseParams, QueueStats,
-    QueueStatsParams, WorkerHeartbeatParams, WorkerInfo, WorkerRemoveParams,
+    CancelResult, CancelTarget, Capabilities, DeadFingerprintsParams, Enqueued, FailAction, Fenced,
+    FingerprintGroup, JobCancelParams, JobClaimParams, JobCompleteParams, JobEnqueueParams,
+    JobFailParams, JobFilter, JobGetParams, JobHeartbeatParams, JobListParams, JobPruneParams,
+    JobPurgeParams, JobRedriveParams, JobReleaseParams, JobSnoozeParams, JobSweepParams, LeaseRef,
+    QueuePauseParams, QueueStats, QueueStatsParams, RedriveHistoryParams, RedriveRecord,
+    WorkerHeartbeatParams, WorkerInfo, WorkerRemoveParams,
 };
+use revenant_core::{fingerprint, names, DeadReason};
 use revenant_core::{
     ErrorEntry, FailureClass, InputError, Job, JobId, JobState, NewJob, Store, StoreError,
     Timestamp,
@@ -205,14 +206,50 @@ impl PgStore {
             options.notify_interval,
             options.fallback_poll,
         ));
-        Ok(PgStore {
+        let store = PgStore {
             inner: Arc::new(Inner {
                 pool,
                 schema: options.schema,
                 queries,
                 wakeups,
             }),
-        })
+        };
+        store.backfill_fingerprints().await?;
+        Ok(store)
+    }
+
+    /// Gives a fingerprint to dead jobs written before fingerprints existed (migration
+    /// 2). One indexed query that finds nothing on every later connect.
+    async fn backfill_fingerprints(&self) -> Result<(), StoreError> {
+        loop {
+            let rows = sqlx::query(&self.inner.queries.dead_unfingerprinted)
+                .fetch_all(&self.inner.pool)
+                .await
+                .classified()?;
+            let mut ids = Vec::with_capacity(rows.len());
+            let mut prints = Vec::with_capacity(rows.len());
+            for row in &rows {
+                ids.push(row.try_get::<i64, _>("id").classified()?);
+                let reason: Option<String> = row.try_get("dead_reason").classified()?;
+                let message: String = row.try_get("message").classified()?;
+                prints.push(
+                    if reason.as_deref() == Some(DeadReason::LeaseExpired.as_str()) {
+                        fingerprint::lease_expired()
+                    } else {
+                        fingerprint::fingerprint(&message)
+                    },
+                );
+            }
+            sqlx::query(&self.inner.queries.job_set_fingerprint)
+                .bind(&ids)
+                .bind(&prints)
+                .execute(&self.inner.pool)
+                .await
+                .classified()?;
+            if rows.len() < 500 {
+                return Ok(());
+            }
+        }
     }
 
     /// The pool, to run the application's own queries or begin the transaction given
@@ -544,7 +581,7 @@ fn bind_new_jobs<'q>(
         .bind(correlation_id))
 }
 
-/// Binds a [`JobFilter`] as `$1..$10` (see `queries/job_filter.sql`).
+/// Binds a [`JobFilter`] as `$1..$11` (see `queries/job_filter.sql`).
 fn bind_filter<'q>(
     query: Query<'q, Postgres, PgArguments>,
     filter: &JobFilter,
@@ -565,6 +602,7 @@ fn bind_filter<'q>(
         .bind(filter.error_contains.clone())
         .bind(filter.finished_after)
         .bind(filter.finished_before)
+        .bind(filter.fingerprint.clone())
 }
 
 /// Splits leases into id and token arrays, each (id, token) pair once. A pair given
@@ -684,6 +722,7 @@ impl Store for PgStore {
             .bind(&params.worker)
             .bind(millis(params.lease))
             .bind(history_limit())
+            .bind(fingerprint::lease_expired())
             .fetch_all(&self.inner.pool)
             .await
             .classified()?;
@@ -754,6 +793,7 @@ impl Store for PgStore {
         let mut workers = Vec::with_capacity(n);
         let mut delays: Vec<Option<i64>> = Vec::with_capacity(n);
         let mut reasons: Vec<Option<&str>> = Vec::with_capacity(n);
+        let mut prints: Vec<Option<String>> = Vec::with_capacity(n);
         for (failure, &first) in params.failures.iter().zip(&first) {
             if !first {
                 continue;
@@ -761,9 +801,12 @@ impl Store for PgStore {
             ids.push(failure.lease.id);
             tokens.push(failure.lease.lease_token.0);
             classes.push(failure.failure.class.as_str());
-            messages.push(pg_text(&ErrorEntry::truncate_message(
-                &failure.failure.message,
-            )));
+            let message = ErrorEntry::truncate_message(&failure.failure.message);
+            prints.push(match failure.action {
+                FailAction::Dead { .. } => Some(fingerprint::fingerprint(&message)),
+                FailAction::Retry { .. } => None,
+            });
+            messages.push(pg_text(&message));
             workers.push(failure.worker.as_deref().map(pg_text));
             match &failure.action {
                 FailAction::Retry { delay } => {
@@ -786,6 +829,7 @@ impl Store for PgStore {
             .bind(&delays)
             .bind(&reasons)
             .bind(history_limit())
+            .bind(&prints)
             .fetch_all(&self.inner.pool)
             .await
             .classified()?;
@@ -932,6 +976,7 @@ impl Store for PgStore {
         let mut ids: Vec<JobId> = sqlx::query_scalar(&self.inner.queries.job_sweep)
             .bind(params.now)
             .bind(history_limit())
+            .bind(fingerprint::lease_expired())
             .fetch_all(&self.inner.pool)
             .await
             .classified()?;
@@ -941,10 +986,17 @@ impl Store for PgStore {
 
     async fn job_redrive(&self, params: JobRedriveParams) -> Result<Vec<JobId>, StoreError> {
         validate_filter(&params.filter)?;
+        params.validate()?;
+        let filter = serde_json::to_string(&params.filter).map_err(StoreError::backend)?;
         let rows = bind_filter(sqlx::query(&self.inner.queries.job_redrive), &params.filter)
             .bind(params.limit.map(i64::from))
             .bind(millis(params.spacing))
             .bind(params.now)
+            .bind(params.start_at)
+            .bind(&params.audit_key)
+            .bind(pg_text(&filter))
+            .bind(&params.actor)
+            .bind(&params.note)
             .fetch_all(&self.inner.pool)
             .await
             .classified()?;
@@ -969,6 +1021,69 @@ impl Store for PgStore {
             .await
             .classified()?;
         Ok(done.rows_affected())
+    }
+
+    async fn dead_fingerprints(
+        &self,
+        params: DeadFingerprintsParams,
+    ) -> Result<Vec<FingerprintGroup>, StoreError> {
+        validate_filter(&params.filter)?;
+        if params.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let rows = bind_filter(
+            sqlx::query(&self.inner.queries.dead_fingerprints),
+            &params.filter,
+        )
+        .bind(i64::from(params.limit.min(LIST_LIMIT_CAP)))
+        .fetch_all(&self.inner.pool)
+        .await
+        .classified()?;
+        rows.iter()
+            .map(|row| {
+                let example_message: String = row.try_get("example_message").classified()?;
+                Ok(FingerprintGroup {
+                    fingerprint: row.try_get("fingerprint").classified()?,
+                    count: row.try_get("count").classified()?,
+                    first_seen: row.try_get("first_seen").classified()?,
+                    last_seen: row.try_get("last_seen").classified()?,
+                    kinds: row.try_get("kinds").classified()?,
+                    queues: row.try_get("queues").classified()?,
+                    example_id: row.try_get("example_id").classified()?,
+                    pattern: fingerprint::normalize(&example_message),
+                    example_message,
+                })
+            })
+            .collect()
+    }
+
+    async fn redrive_history(
+        &self,
+        params: RedriveHistoryParams,
+    ) -> Result<Vec<RedriveRecord>, StoreError> {
+        let rows = sqlx::query(&self.inner.queries.redrive_history)
+            .bind(i64::from(params.limit.min(LIST_LIMIT_CAP)))
+            .fetch_all(&self.inner.pool)
+            .await
+            .classified()?;
+        rows.iter()
+            .map(|row| {
+                let filter: serde_json::Value = row.try_get("filter").classified()?;
+                Ok(RedriveRecord {
+                    id: row.try_get("id").classified()?,
+                    at: row.try_get("at").classified()?,
+                    updated_at: row.try_get("updated_at").classified()?,
+                    filter: serde_json::from_value(filter)
+                        .map_err(|err| StoreError::Corrupt(format!("redrives.filter: {err}")))?,
+                    spacing_ms: row.try_get("spacing_ms").classified()?,
+                    count: row.try_get("count").classified()?,
+                    first_job_id: row.try_get("first_job_id").classified()?,
+                    last_job_id: row.try_get("last_job_id").classified()?,
+                    actor: row.try_get("actor").classified()?,
+                    note: row.try_get("note").classified()?,
+                })
+            })
+            .collect()
     }
 
     async fn job_prune(&self, params: JobPruneParams) -> Result<u64, StoreError> {
@@ -1015,6 +1130,7 @@ impl Store for PgStore {
             .bind(params.now)
             .bind(&params.queue)
             .bind(millis(params.worker_alive_within))
+            .bind(millis(params.interval))
             .fetch_all(&self.inner.pool)
             .await
             .classified()?;
@@ -1034,6 +1150,9 @@ impl Store for PgStore {
                     oldest_due_age_secs: row.try_get("oldest_due_age_secs").classified()?,
                     workers_alive: row.try_get("workers_alive").classified()?,
                     last_completed_at: row.try_get("last_completed_at").classified()?,
+                    interval_secs: params.interval.as_secs_f64(),
+                    completed_last_interval: row.try_get("completed_last_interval").classified()?,
+                    failed_last_interval: row.try_get("failed_last_interval").classified()?,
                 })
             })
             .collect()

@@ -249,6 +249,7 @@ async fn the_store_survives_a_server_restart_and_claims_again_within_seconds() {
             .queue_stats(QueueStatsParams {
                 queue: None,
                 worker_alive_within: Duration::from_secs(60),
+                interval: Duration::from_secs(60),
                 now: None,
             })
             .await

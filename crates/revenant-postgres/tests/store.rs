@@ -480,7 +480,8 @@ async fn migrations_are_idempotent_when_many_processes_start_at_once() {
             .fetch_one(again.pool())
             .await
             .unwrap();
-    assert_eq!(versions, 1);
+    // One ledger row per migration (0001_jobs, 0002_dead_letters), each applied once.
+    assert_eq!(versions, 2);
     sqlx::raw_sql(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
         .execute(again.pool())
         .await

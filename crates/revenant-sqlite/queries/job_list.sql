@@ -1,3 +1,3 @@
--- ?11 before_id, ?12 limit. Newest id first.
+-- ?12 before_id, ?13 limit. Newest id first.
 SELECT * FROM jobs
-WHERE (?11 IS NULL OR id < ?11) AND
+WHERE (?12 IS NULL OR id < ?12) AND

@@ -1,4 +1,4 @@
--- Delete dead jobs matching the filter, oldest first. ?11 limit (-1: all).
+-- Delete dead jobs matching the filter, oldest first. ?12 limit (-1: all).
 DELETE FROM jobs WHERE id IN (
     SELECT id FROM jobs
     WHERE status = 'dead' AND

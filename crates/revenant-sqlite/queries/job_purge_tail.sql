@@ -1,3 +1,3 @@
     ORDER BY id
-    LIMIT ?11
+    LIMIT ?12
 )

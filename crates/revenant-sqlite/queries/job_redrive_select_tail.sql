@@ -1,2 +1,2 @@
 ORDER BY id
-LIMIT ?11
+LIMIT ?12

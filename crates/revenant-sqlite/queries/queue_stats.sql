@@ -1,5 +1,6 @@
 -- Every known queue's numbers at ?1 (now). ?2 queue (NULL: all), ?3 worker alive
--- cutoff (last_seen_at at or after it counts).
+-- cutoff (last_seen_at at or after it counts), ?4 start of the interval of the
+-- completion and failure counts (exclusive; the interval ends at ?1, inclusive).
 SELECT
     q.name AS queue,
     q.paused AS paused,
@@ -13,6 +14,10 @@ SELECT
     COALESCE(SUM(j.status = 'cancelled'), 0) AS cancelled,
     MIN(CASE WHEN j.status = 'ready' AND j.run_at <= ?1 THEN j.run_at END) AS oldest_due_run_at,
     MAX(CASE WHEN j.status = 'completed' THEN j.finished_at END) AS last_completed_at,
+    COALESCE(SUM(j.status = 'completed' AND j.finished_at > ?4 AND j.finished_at <= ?1), 0)
+        AS completed_last_interval,
+    (SELECT COUNT(*) FROM attempt_failures f
+     WHERE f.queue = q.name AND f.at > ?4 AND f.at <= ?1) AS failed_last_interval,
     (SELECT COUNT(*) FROM workers w
      WHERE w.last_seen_at >= ?3
        AND EXISTS (SELECT 1 FROM json_each(w.queues) WHERE json_each.value = q.name)

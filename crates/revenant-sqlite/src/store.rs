@@ -9,15 +9,16 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, SecondsFormat, Utc};
 use revenant_core::store::{
-    CancelResult, CancelTarget, Capabilities, Enqueued, FailAction, Fenced, JobCancelParams,
-    JobClaimParams, JobCompleteParams, JobEnqueueParams, JobFailParams, JobFilter, JobGetParams,
-    JobHeartbeatParams, JobListParams, JobPruneParams, JobPurgeParams, JobRedriveParams,
-    JobReleaseParams, JobSnoozeParams, JobSweepParams, QueuePauseParams, QueueStats,
-    QueueStatsParams, WorkerHeartbeatParams, WorkerInfo, WorkerRemoveParams,
+    CancelResult, CancelTarget, Capabilities, DeadFingerprintsParams, Enqueued, FailAction, Fenced,
+    FingerprintGroup, JobCancelParams, JobClaimParams, JobCompleteParams, JobEnqueueParams,
+    JobFailParams, JobFilter, JobGetParams, JobHeartbeatParams, JobListParams, JobPruneParams,
+    JobPurgeParams, JobRedriveParams, JobReleaseParams, JobSnoozeParams, JobSweepParams,
+    QueuePauseParams, QueueStats, QueueStatsParams, RedriveHistoryParams, RedriveRecord,
+    WorkerHeartbeatParams, WorkerInfo, WorkerRemoveParams,
 };
 use revenant_core::{
-    names, DeadReason, ErrorEntry, FailureClass, InputError, Job, JobId, JobState, LeaseToken,
-    NewJob, Store, StoreError, Timestamp,
+    fingerprint, names, DeadReason, ErrorEntry, FailureClass, InputError, Job, JobId, JobState,
+    LeaseToken, NewJob, Store, StoreError, Timestamp,
 };
 use sqlx::query::Query;
 use sqlx::sqlite::{
@@ -67,6 +68,17 @@ mod sql {
         include_str!("../queries/job_purge_tail.sql"),
     );
     pub const JOB_PRUNE: &str = include_str!("../queries/job_prune.sql");
+    pub const ATTEMPT_FAILURE_LOG: &str = include_str!("../queries/attempt_failure_log.sql");
+    pub const ATTEMPT_FAILURE_PRUNE: &str = include_str!("../queries/attempt_failure_prune.sql");
+    pub const REDRIVE_AUDIT: &str = include_str!("../queries/redrive_audit.sql");
+    pub const REDRIVE_HISTORY: &str = include_str!("../queries/redrive_history.sql");
+    pub const DEAD_FINGERPRINTS: &str = concat!(
+        include_str!("../queries/dead_fingerprints.sql"),
+        include_str!("../queries/job_filter.sql"),
+        include_str!("../queries/dead_fingerprints_tail.sql"),
+    );
+    pub const DEAD_UNFINGERPRINTED: &str = include_str!("../queries/dead_unfingerprinted.sql");
+    pub const JOB_SET_FINGERPRINT: &str = include_str!("../queries/job_set_fingerprint.sql");
     pub const WORKER_HEARTBEAT: &str = include_str!("../queries/worker_heartbeat.sql");
     pub const WORKER_LIST: &str = include_str!("../queries/worker_list.sql");
     pub const WORKER_REMOVE: &str = include_str!("../queries/worker_remove.sql");
@@ -178,12 +190,45 @@ impl SqliteStore {
             .run(&pool)
             .await
             .map_err(migrate)?;
-        Ok(SqliteStore {
+        let store = SqliteStore {
             pool,
             write_lock: Mutex::new(()),
             signals: StdMutex::new(HashMap::new()),
             _temp_dir: temp_dir,
-        })
+        };
+        store.backfill_fingerprints().await?;
+        Ok(store)
+    }
+
+    /// Gives a fingerprint to dead jobs written before fingerprints existed (migration
+    /// 0002). Nothing to do, and one indexed query, on every later open.
+    async fn backfill_fingerprints(&self) -> Result<(), StoreError> {
+        loop {
+            let (_turn, mut tx) = self.write().await?;
+            let rows = sqlx::query(sql::DEAD_UNFINGERPRINTED)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(classify)?;
+            for row in &rows {
+                let reason: Option<String> = get(row, "dead_reason")?;
+                let errors = parse_errors(&get::<String>(row, "errors")?)?;
+                let print = if reason.as_deref() == Some(DeadReason::LeaseExpired.as_str()) {
+                    fingerprint::lease_expired()
+                } else {
+                    fingerprint::fingerprint(errors.last().map_or("", |e| e.message.as_str()))
+                };
+                sqlx::query(sql::JOB_SET_FINGERPRINT)
+                    .bind(get::<i64>(row, "id")?)
+                    .bind(print)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(classify)?;
+            }
+            tx.commit().await.map_err(classify)?;
+            if rows.len() < 500 {
+                return Ok(());
+            }
+        }
     }
 
     /// Starts a write transaction: this process's turn first, then SQLite's write lock.
@@ -238,18 +283,77 @@ impl SqliteStore {
             let worker: Option<String> = get(&row, "worker")?;
             let expired_at: Option<i64> = get(&row, "lease_expires_at")?;
             let errors: String = get(&row, "errors")?;
+            let queue: String = get(&row, "queue")?;
             let entry = lease_expired_entry(attempts, worker, expired_at, now, true)?;
             sqlx::query(sql::JOB_KILL_EXPIRED)
                 .bind(id)
                 .bind(now)
                 .bind(push_entry(&errors, entry)?)
+                .bind(fingerprint::lease_expired())
                 .execute(&mut **tx)
                 .await
                 .map_err(classify)?;
+            log_failure(tx, &queue, FailureClass::LeaseExpired, now).await?;
             ids.push(id);
         }
         Ok(ids)
     }
+}
+
+/// Appends one failed attempt to the failure log (queue_stats' failure count).
+async fn log_failure(
+    tx: &mut Transaction<'static, Sqlite>,
+    queue: &str,
+    class: FailureClass,
+    at: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(sql::ATTEMPT_FAILURE_LOG)
+        .bind(queue)
+        .bind(class.as_str())
+        .bind(at)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?;
+    Ok(())
+}
+
+fn redrive_from_row(row: &SqliteRow) -> Result<RedriveRecord, StoreError> {
+    let filter: String = get(row, "filter")?;
+    Ok(RedriveRecord {
+        id: get(row, "id")?,
+        at: timestamp(get(row, "at")?, "at")?,
+        updated_at: timestamp(get(row, "updated_at")?, "updated_at")?,
+        filter: serde_json::from_str(&filter)
+            .map_err(|err| StoreError::Corrupt(format!("redrives.filter: {err}")))?,
+        spacing_ms: get(row, "spacing_ms")?,
+        count: get(row, "count")?,
+        first_job_id: get(row, "first_job_id")?,
+        last_job_id: get(row, "last_job_id")?,
+        actor: get(row, "actor")?,
+        note: get(row, "note")?,
+    })
+}
+
+fn group_from_row(row: &SqliteRow) -> Result<FingerprintGroup, StoreError> {
+    let list = |column: &str| -> Result<Vec<String>, StoreError> {
+        let json: String = get(row, column)?;
+        let mut items: Vec<String> = serde_json::from_str(&json)
+            .map_err(|err| StoreError::Corrupt(format!("{column} is not a list: {err}")))?;
+        items.sort();
+        Ok(items)
+    };
+    let example_message: String = get(row, "example_message")?;
+    Ok(FingerprintGroup {
+        fingerprint: get(row, "fingerprint")?,
+        count: get(row, "count")?,
+        first_seen: timestamp(get(row, "first_seen")?, "first_seen")?,
+        last_seen: timestamp(get(row, "last_seen")?, "last_seen")?,
+        kinds: list("kinds")?,
+        queues: list("queues")?,
+        example_id: get(row, "example_id")?,
+        pattern: fingerprint::normalize(&example_message),
+        example_message,
+    })
 }
 
 /// The clock: pinned, or the process's, in whole milliseconds.
@@ -372,6 +476,7 @@ fn job_from_row(row: &SqliteRow) -> Result<Job, StoreError> {
         last_error: errors.last().cloned(),
         errors,
         redrives: get(row, "redrives")?,
+        fingerprint: get(row, "fingerprint")?,
     })
 }
 
@@ -395,7 +500,7 @@ fn validate_lease(field: &'static str, lease: Duration) -> Result<(), InputError
     Ok(())
 }
 
-/// Binds a [`JobFilter`] as parameters ?1 to ?10 (see `queries/job_filter.sql`).
+/// Binds a [`JobFilter`] as parameters ?1 to ?11 (see `queries/job_filter.sql`).
 fn bind_filter<'q>(
     query: Query<'q, Sqlite, SqliteArguments<'q>>,
     filter: &JobFilter,
@@ -422,7 +527,8 @@ fn bind_filter<'q>(
         .bind(filter.dead_reason.map(|reason| reason.as_str()))
         .bind(filter.error_contains.clone())
         .bind(filter.finished_after.map(|t| t.timestamp_millis()))
-        .bind(filter.finished_before.map(|t| t.timestamp_millis())))
+        .bind(filter.finished_before.map(|t| t.timestamp_millis()))
+        .bind(filter.fingerprint.clone()))
 }
 
 /// `None` means no limit, which SQLite spells `LIMIT -1`.
@@ -568,6 +674,7 @@ impl Store for SqliteStore {
                     false,
                 )?;
                 errors = push_entry(&errors, entry)?;
+                log_failure(&mut tx, &params.queue, FailureClass::LeaseExpired, now).await?;
             }
             let row = sqlx::query(sql::JOB_CLAIM)
                 .bind(id)
@@ -668,7 +775,9 @@ impl Store for SqliteStore {
                     .clone()
                     .or(get::<Option<String>>(&row, "worker")?),
             };
+            let print = fingerprint::fingerprint(&ErrorEntry::truncate_message(&entry.message));
             let errors = push_entry(&get::<String>(&row, "errors")?, entry)?;
+            log_failure(&mut tx, &queue, failure.failure.class, now).await?;
             match &failure.action {
                 FailAction::Retry { delay } => {
                     // A delay past the longest accepted one is a unit mistake or an
@@ -691,6 +800,7 @@ impl Store for SqliteStore {
                         .bind(reason.as_str())
                         .bind(now)
                         .bind(errors)
+                        .bind(&print)
                         .execute(&mut *tx)
                         .await
                         .map_err(classify)?;
@@ -871,7 +981,11 @@ impl Store for SqliteStore {
 
     async fn job_redrive(&self, params: JobRedriveParams) -> Result<Vec<JobId>, StoreError> {
         validate_filter(&params.filter)?;
+        params.validate()?;
         let now = clock(params.now);
+        let start = params
+            .start_at
+            .map_or(now, |at| at.timestamp_millis().max(now));
         let spacing = millis(params.spacing);
         let (_turn, mut tx) = self.write().await?;
         let rows = bind_filter(sqlx::query(sql::JOB_REDRIVE_SELECT), &params.filter)?
@@ -886,12 +1000,28 @@ impl Store for SqliteStore {
             let offset = spacing.saturating_mul(i64::try_from(i).unwrap_or(i64::MAX));
             sqlx::query(sql::JOB_REDRIVE)
                 .bind(id)
-                .bind(now.saturating_add(offset))
+                .bind(start.saturating_add(offset))
                 .execute(&mut *tx)
                 .await
                 .map_err(classify)?;
             ids.push(id);
             queues.insert(get::<String>(row, "queue")?);
+        }
+        if let (Some(first), Some(last)) = (ids.first(), ids.last()) {
+            let filter = serde_json::to_string(&params.filter).map_err(StoreError::backend)?;
+            sqlx::query(sql::REDRIVE_AUDIT)
+                .bind(&params.audit_key)
+                .bind(now)
+                .bind(filter)
+                .bind(spacing)
+                .bind(i64::try_from(ids.len()).unwrap_or(i64::MAX))
+                .bind(first)
+                .bind(last)
+                .bind(&params.actor)
+                .bind(&params.note)
+                .execute(&mut *tx)
+                .await
+                .map_err(classify)?;
         }
         tx.commit().await.map_err(classify)?;
         self.signal(&queues);
@@ -910,11 +1040,46 @@ impl Store for SqliteStore {
         Ok(done.rows_affected())
     }
 
+    async fn dead_fingerprints(
+        &self,
+        params: DeadFingerprintsParams,
+    ) -> Result<Vec<FingerprintGroup>, StoreError> {
+        validate_filter(&params.filter)?;
+        if params.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let rows = bind_filter(sqlx::query(sql::DEAD_FINGERPRINTS), &params.filter)?
+            .bind(i64::from(params.limit.min(LIST_LIMIT_CAP)))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(classify)?;
+        rows.iter().map(group_from_row).collect()
+    }
+
+    async fn redrive_history(
+        &self,
+        params: RedriveHistoryParams,
+    ) -> Result<Vec<RedriveRecord>, StoreError> {
+        let rows = sqlx::query(sql::REDRIVE_HISTORY)
+            .bind(i64::from(params.limit.min(LIST_LIMIT_CAP)))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(classify)?;
+        rows.iter().map(redrive_from_row).collect()
+    }
+
     async fn job_prune(&self, params: JobPruneParams) -> Result<u64, StoreError> {
         let now = clock(params.now);
         let (_turn, mut tx) = self.write().await?;
+        let cutoff = now.saturating_sub(millis(params.retention));
         let done = sqlx::query(sql::JOB_PRUNE)
-            .bind(now.saturating_sub(millis(params.retention)))
+            .bind(cutoff)
+            .bind(i64::from(params.limit))
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        sqlx::query(sql::ATTEMPT_FAILURE_PRUNE)
+            .bind(cutoff)
             .bind(i64::from(params.limit))
             .execute(&mut *tx)
             .await
@@ -963,6 +1128,7 @@ impl Store for SqliteStore {
             .bind(now)
             .bind(&params.queue)
             .bind(now.saturating_sub(millis(params.worker_alive_within)))
+            .bind(now.saturating_sub(millis(params.interval)))
             .fetch_all(&self.pool)
             .await
             .map_err(classify)?;
@@ -985,6 +1151,9 @@ impl Store for SqliteStore {
                         .map_or(0.0, |run_at| (now - run_at).max(0) as f64 / 1000.0),
                     workers_alive: get(row, "workers_alive")?,
                     last_completed_at: get_time(row, "last_completed_at")?,
+                    interval_secs: params.interval.as_secs_f64(),
+                    completed_last_interval: get(row, "completed_last_interval")?,
+                    failed_last_interval: get(row, "failed_last_interval")?,
                 })
             })
             .collect()

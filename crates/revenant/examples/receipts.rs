@@ -109,7 +109,13 @@ async fn send_receipt(
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt().with_target(false).init();
+    tracing_subscriber::fmt()
+        .with_target(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
     let dir = tempfile::tempdir()?;
     let url = format!("sqlite://{}", dir.path().join("receipts.db").display());
     let store = Arc::new(SqliteStore::connect(&url).await?);

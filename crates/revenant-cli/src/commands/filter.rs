@@ -15,7 +15,16 @@ pub fn build(args: &FilterArgs, now: Timestamp) -> Result<JobFilter, InputError>
     if let Some(kind) = &args.kind {
         names::validate_name("kind", kind)?;
     }
+    if let Some(print) = &args.fingerprint {
+        if print.len() != 12 || !print.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(InputError::new(
+                "fingerprint",
+                format!("{print:?} is not a fingerprint; it is 12 hex digits, as `revenant dead fingerprints` prints"),
+            ));
+        }
+    }
     Ok(JobFilter {
+        fingerprint: args.fingerprint.as_ref().map(|p| p.to_ascii_lowercase()),
         queue: args.queue.clone(),
         kind: args.kind.clone(),
         group_key: args.group.clone(),
@@ -44,6 +53,7 @@ pub fn is_empty(args: &FilterArgs) -> bool {
         && args.error.is_none()
         && args.since.is_none()
         && args.until.is_none()
+        && args.fingerprint.is_none()
 }
 
 /// Reads `1h` (that long ago) or an RFC 3339 time.

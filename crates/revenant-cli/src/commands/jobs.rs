@@ -100,6 +100,9 @@ pub async fn show(
     if let Some(reason) = job.dead_reason {
         println!("  dead reason   {reason}");
     }
+    if let Some(print) = &job.fingerprint {
+        println!("  fingerprint   {print}  (revenant dead list --fingerprint {print})");
+    }
     println!("  attempts      {} of {}", job.attempts, job.max_attempts);
     println!("  redrives      {}", job.redrives);
     println!("  priority      {}", job.priority);

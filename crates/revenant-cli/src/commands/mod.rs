@@ -1,16 +1,22 @@
 //! One module per command group. Each opens the store itself when it needs one, so
 //! `revenant policy` works without a database.
 
+mod check;
 mod dead;
+mod demo;
 mod enqueue;
 mod filter;
 mod jobs;
+mod metrics;
 mod policy;
 mod queues;
 mod simulate;
 mod stats;
 mod work;
 
+pub use check::{CheckArgs, UNKNOWN as CHECK_UNKNOWN};
+pub use demo::DemoArgs;
+pub use metrics::MetricsArgs;
 pub use simulate::SimulateArgs;
 pub use work::WorkArgs;
 
@@ -28,12 +34,15 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
         Command::Policy(args) => policy::run(args),
         Command::Simulate(args) => simulate::run(args).await,
+        Command::Demo(args) => demo::run(args).await,
         Command::Enqueue(args) => enqueue::run(&open(&url).await?, args).await,
         Command::Jobs(command) => jobs::run(&open(&url).await?, command).await,
         Command::Dead(command) => dead::run(&open(&url).await?, command).await,
         Command::Queues(command) => queues::run(&open(&url).await?, command).await,
         Command::Stats(args) => stats::run(&open(&url).await?, args).await,
         Command::Work(args) => work::run(open(&url).await?, args).await,
+        Command::Check(args) => check::run(&url, args).await,
+        Command::Metrics(args) => metrics::run(&open(&url).await?, args).await,
     }
 }
 

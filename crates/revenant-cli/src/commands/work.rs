@@ -1,11 +1,13 @@
 //! `revenant work`: a worker for the built-in kinds (`http`, and `exec` for the
 //! commands you allow), until SIGTERM or Ctrl-C.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
+use revenant::alert::AlertConfig;
 use revenant::duration::parse;
 use revenant::runtime::MaintenanceConfig;
 use revenant::{names, Backoff, InputError, Jitter, PolicySet, RetryPolicy, Store, Worker};
@@ -57,6 +59,23 @@ pub struct WorkArgs {
     /// How long completed and cancelled jobs are kept (default 24h).
     #[arg(long)]
     pub retention: Option<String>,
+    /// Evaluate these alert rules (TOML; see docs/alerts.md) every `interval` (default
+    /// 15s) over every queue, sending to the log and the rules' webhook. Give them to
+    /// one worker: each worker given them sends its own messages.
+    #[arg(long, env = "REVENANT_ALERTS", value_name = "FILE")]
+    pub alerts: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9464 (port 0
+    /// picks a free port; the address is printed). Loopback only unless
+    /// --metrics-public: the endpoint has no authentication.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<String>,
+    /// Allow --metrics-addr to be a non-loopback address.
+    #[arg(long, requires = "metrics_addr")]
+    pub metrics_public: bool,
+    /// How often the queue gauges are read from the store for /metrics: about one
+    /// scrape interval; each read is one stats query.
+    #[arg(long, default_value = "15s", requires = "metrics_addr")]
+    pub metrics_interval: String,
 }
 
 /// Runs the worker until a signal; exits 0 after a clean shutdown.
@@ -67,7 +86,10 @@ pub async fn run(store: Arc<dyn Store>, args: WorkArgs) -> Result<ExitCode, CliE
     for (queue, concurrency) in &queues {
         builder = builder.queue(queue.clone(), *concurrency);
     }
-    builder = builder.handler(HttpHandler::new().map_err(|err| CliError::Failed(format!("cannot start the http kind: {err}")))?);
+    builder = builder.handler(
+        HttpHandler::new()
+            .map_err(|err| CliError::Failed(format!("cannot start the http kind: {err}")))?,
+    );
     if !args.allow_exec.is_empty() {
         builder = builder.handler(ExecHandler::new().allow(args.allow_exec.iter().cloned()));
     }
@@ -77,17 +99,53 @@ pub async fn run(store: Arc<dyn Store>, args: WorkArgs) -> Result<ExitCode, CliE
     if let Some(grace) = &args.grace {
         builder = builder.shutdown_grace(parse("grace", grace)?);
     }
+    let mut maintenance = MaintenanceConfig::default();
     if let Some(retention) = &args.retention {
-        builder = builder.maintenance(MaintenanceConfig { retention: parse("retention", retention)?, ..MaintenanceConfig::default() });
+        maintenance.retention = parse("retention", retention)?;
     }
-    let worker = builder.build().map_err(|err| InputError::new("worker", err.to_string()))?;
+    if let Some(path) = &args.alerts {
+        let rules =
+            AlertConfig::load(path).map_err(|err| InputError::new("alerts", err.to_string()))?;
+        eprintln!(
+            "alerts: {} every {}, to the log{}",
+            path.display(),
+            revenant::duration::format(rules.interval),
+            if rules.webhook.is_some() {
+                " and the webhook"
+            } else {
+                ""
+            }
+        );
+        builder = builder.alerts(rules);
+    }
+    if let Some(addr) = &args.metrics_addr {
+        let handle = super::metrics::install()?;
+        let bound = super::metrics::serve(addr, args.metrics_public, handle).await?;
+        maintenance.queue_gauges = Some(parse("metrics-interval", &args.metrics_interval)?);
+        eprintln!("metrics: http://{bound}/metrics");
+    }
+    builder = builder.maintenance(maintenance);
+    let worker = builder
+        .build()
+        .map_err(|err| InputError::new("worker", err.to_string()))?;
     eprintln!(
         "revenant worker {} serving {} (kinds: http{}); stop with Ctrl-C or SIGTERM",
         worker.id(),
-        queues.iter().map(|(q, c)| format!("{q}={c}")).collect::<Vec<_>>().join(", "),
-        if args.allow_exec.is_empty() { String::new() } else { format!(", exec for {}", args.allow_exec.join(" ")) },
+        queues
+            .iter()
+            .map(|(q, c)| format!("{q}={c}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        if args.allow_exec.is_empty() {
+            String::new()
+        } else {
+            format!(", exec for {}", args.allow_exec.join(" "))
+        },
     );
-    worker.run().await.map_err(|err| CliError::Failed(err.to_string()))?;
+    worker
+        .run()
+        .await
+        .map_err(|err| CliError::Failed(err.to_string()))?;
     eprintln!("revenant worker stopped cleanly");
     Ok(ExitCode::SUCCESS)
 }
@@ -98,16 +156,22 @@ fn queues(args: &WorkArgs) -> Result<Vec<(String, usize)>, InputError> {
         .map(|spec| {
             let (name, concurrency) = match spec.split_once('=') {
                 Some((name, n)) => {
-                    let n: usize = n
-                        .parse()
-                        .map_err(|_| InputError::new("queue", format!("{spec:?}: concurrency {n:?} is not a whole number")))?;
+                    let n: usize = n.parse().map_err(|_| {
+                        InputError::new(
+                            "queue",
+                            format!("{spec:?}: concurrency {n:?} is not a whole number"),
+                        )
+                    })?;
                     (name, n)
                 }
                 None => (spec.as_str(), args.concurrency),
             };
             names::validate_name("queue", name)?;
             if concurrency == 0 || concurrency > 10_000 {
-                return Err(InputError::new("concurrency", format!("{concurrency} for queue {name} is out of range; use 1..=10000")));
+                return Err(InputError::new(
+                    "concurrency",
+                    format!("{concurrency} for queue {name} is out of range; use 1..=10000"),
+                ));
             }
             Ok((name.to_string(), concurrency))
         })
@@ -118,11 +182,22 @@ fn policy(args: &WorkArgs) -> Result<RetryPolicy, InputError> {
     let defaults = RetryPolicy::default();
     let mut builder = defaults.to_builder();
     if let Some(attempts) = args.attempts {
-        let attempts = u32::try_from(attempts).map_err(|_| InputError::new("attempts", format!("{attempts} is out of range")))?;
+        let attempts = u32::try_from(attempts)
+            .map_err(|_| InputError::new("attempts", format!("{attempts} is out of range")))?;
         builder = builder.max_attempts(attempts);
     }
-    let base = args.base.as_deref().map(|t| parse("base", t)).transpose()?.unwrap_or(defaults.backoff().base);
-    let cap = args.cap.as_deref().map(|t| parse("cap", t)).transpose()?.unwrap_or(defaults.backoff().cap);
+    let base = args
+        .base
+        .as_deref()
+        .map(|t| parse("base", t))
+        .transpose()?
+        .unwrap_or(defaults.backoff().base);
+    let cap = args
+        .cap
+        .as_deref()
+        .map(|t| parse("cap", t))
+        .transpose()?
+        .unwrap_or(defaults.backoff().cap);
     let multiplier = args.multiplier.unwrap_or(defaults.backoff().multiplier);
     builder = builder.backoff(Backoff::new(base, multiplier, cap)?);
     if let Some(jitter) = &args.jitter {

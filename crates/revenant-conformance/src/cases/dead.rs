@@ -191,6 +191,7 @@ pub async fn redrive_spreads_run_at_by_spacing(store: Arc<dyn Store>) {
             limit: None,
             spacing: secs(10),
             now: Some(at(1_000)),
+            ..JobRedriveParams::default()
         },
     )
     .await;
@@ -279,4 +280,395 @@ pub async fn purge_honours_limit(store: Arc<dyn Store>) {
     assert_eq!(stage.all().await.len(), 1);
     assert_eq!(store.job_purge(purge(None)).await.unwrap(), 1);
     assert!(stage.all().await.is_empty());
+}
+
+fn dead_only() -> JobFilter {
+    JobFilter {
+        statuses: Some(vec![JobState::Dead]),
+        ..JobFilter::default()
+    }
+}
+
+/// A job that dies carries the fingerprint of its last error; a `lease_expired` death
+/// (by claim or by sweep) carries the lease-expired fingerprint; a retried job carries
+/// none; a redrive clears it.
+pub async fn death_sets_a_fingerprint_and_redrive_clears_it(store: Arc<dyn Store>) {
+    use revenant_core::fingerprint::{fingerprint, lease_expired};
+    let stage = Stage::new(store.clone());
+    let message = "HTTP 503 from provider after 1234ms";
+    let dead = stage
+        .dead(job("q", "k"), DeadReason::Permanent, message, at(10))
+        .await;
+    assert_eq!(dead.fingerprint, Some(fingerprint(message)));
+    let retrying = stage.retrying(job("q", "k"), at(20), secs(3_600)).await;
+    assert_eq!(retrying.fingerprint, None);
+
+    let by_claim = stage
+        .running_expired(job("q", "k").with_max_attempts(1), at(100), secs(1))
+        .await;
+    stage.claim("q", 10, at(100)).await;
+    let by_sweep = stage
+        .running_expired(job("s", "k").with_max_attempts(1), at(200), secs(1))
+        .await;
+    store
+        .job_sweep(JobSweepParams { now: Some(at(200)) })
+        .await
+        .unwrap();
+    for id in [by_claim.id, by_sweep.id] {
+        let job = stage.get(id).await;
+        assert_eq!(job.dead_reason, Some(DeadReason::LeaseExpired));
+        assert_eq!(job.fingerprint, Some(lease_expired()), "job {id}");
+    }
+
+    redrive(
+        &store,
+        JobRedriveParams {
+            filter: by_ids(vec![dead.id, by_claim.id]),
+            now: Some(at(300)),
+            ..JobRedriveParams::default()
+        },
+    )
+    .await;
+    assert_eq!(stage.get(dead.id).await.fingerprint, None);
+    assert_eq!(stage.get(by_claim.id).await.fingerprint, None);
+    assert_eq!(
+        stage.get(by_sweep.id).await.fingerprint,
+        Some(lease_expired())
+    );
+}
+
+/// Listing, redriving and purging filter dead jobs by fingerprint: messages that differ
+/// only in numbers and quoted values match one fingerprint, another error does not.
+pub async fn job_filter_by_fingerprint_matches_one_error_across_its_variants(
+    store: Arc<dyn Store>,
+) {
+    use revenant_core::fingerprint::fingerprint;
+    let stage = Stage::new(store.clone());
+    let a = stage
+        .dead(
+            job("q", "k"),
+            DeadReason::Permanent,
+            "timeout after 31s",
+            at(1),
+        )
+        .await;
+    let b = stage
+        .dead(
+            job("q", "k"),
+            DeadReason::Permanent,
+            "timeout after 95s",
+            at(2),
+        )
+        .await;
+    let other = stage
+        .dead(
+            job("q", "k"),
+            DeadReason::Permanent,
+            "template crashed on 'Bob''s'",
+            at(3),
+        )
+        .await;
+    let print = fingerprint("timeout after 1s");
+    let filter = JobFilter {
+        fingerprint: Some(print.clone()),
+        ..dead_only()
+    };
+    let listed = store
+        .job_list(JobListParams {
+            filter: filter.clone(),
+            ..JobListParams::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(ids(&listed), vec![b.id, a.id]);
+    let purged = store
+        .job_purge(JobPurgeParams {
+            filter: JobFilter {
+                fingerprint: Some(fingerprint("template crashed on 'Café Ünï'")),
+                ..JobFilter::default()
+            },
+            limit: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(purged, 1);
+    assert!(stage.find(other.id).await.is_none());
+    let redriven = redrive(
+        &store,
+        JobRedriveParams {
+            filter,
+            now: Some(at(10)),
+            ..JobRedriveParams::default()
+        },
+    )
+    .await;
+    assert_eq!(redriven, vec![a.id, b.id]);
+}
+
+/// `dead_fingerprints` groups dead jobs by fingerprint, largest group first, with the
+/// count, the first and last death, the kinds and queues sorted, and the highest id as
+/// the example with its last error; it honours the filter and the limit and ignores
+/// jobs that are not dead.
+pub async fn dead_fingerprints_group_dead_jobs_by_error(store: Arc<dyn Store>) {
+    use revenant_core::fingerprint::{fingerprint, normalize};
+    let stage = Stage::new(store.clone());
+    let mut http = Vec::new();
+    for (i, kind) in ["send_receipt", "send_invoice", "send_receipt"]
+        .iter()
+        .enumerate()
+    {
+        let message = format!("HTTP 503 from provider after {}ms", 100 + i);
+        let secs_at = 100 + i64::try_from(i).unwrap() * 10;
+        http.push(
+            stage
+                .dead(
+                    job("emails", kind),
+                    DeadReason::AttemptsExhausted,
+                    &message,
+                    at(secs_at),
+                )
+                .await,
+        );
+    }
+    let crash1 = stage
+        .dead(
+            job("emails", "render"),
+            DeadReason::Permanent,
+            "template crashed on 'Café Ünï'",
+            at(50),
+        )
+        .await;
+    let crash2 = stage
+        .dead(
+            job("pdfs", "render"),
+            DeadReason::Permanent,
+            "template crashed on 'Bob''s'",
+            at(300),
+        )
+        .await;
+    stage
+        .retrying(job("emails", "send_receipt"), at(400), secs(3_600))
+        .await;
+
+    let groups = store
+        .dead_fingerprints(DeadFingerprintsParams::default())
+        .await
+        .unwrap();
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    let first = &groups[0];
+    assert_eq!(
+        first.fingerprint,
+        fingerprint("HTTP 503 from provider after 1ms")
+    );
+    assert_eq!(first.count, 3);
+    assert_eq!(first.first_seen, at(100));
+    assert_eq!(first.last_seen, at(120));
+    assert_eq!(first.kinds, vec!["send_invoice", "send_receipt"]);
+    assert_eq!(first.queues, vec!["emails"]);
+    assert_eq!(first.example_id, http[2].id);
+    assert_eq!(first.example_message, "HTTP 503 from provider after 102ms");
+    assert_eq!(
+        first.pattern,
+        normalize("HTTP 503 from provider after 102ms")
+    );
+    let second = &groups[1];
+    assert_eq!(second.fingerprint, fingerprint("template crashed on 'x'"));
+    assert_eq!(second.count, 2);
+    assert_eq!((second.first_seen, second.last_seen), (at(50), at(300)));
+    assert_eq!(second.kinds, vec!["render"]);
+    assert_eq!(second.queues, vec!["emails", "pdfs"]);
+    assert_eq!(second.example_id, crash2.id);
+    assert!(crash1.id < crash2.id);
+
+    let narrowed = store
+        .dead_fingerprints(DeadFingerprintsParams {
+            filter: JobFilter {
+                queue: Some("pdfs".into()),
+                ..JobFilter::default()
+            },
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(narrowed.len(), 1);
+    assert_eq!((narrowed[0].count, narrowed[0].example_id), (1, crash2.id));
+    let limited = store
+        .dead_fingerprints(DeadFingerprintsParams {
+            filter: JobFilter::default(),
+            limit: 1,
+        })
+        .await
+        .unwrap();
+    assert_eq!(limited.len(), 1);
+    assert_eq!(limited[0].count, 3);
+}
+
+/// Each redrive that moves jobs writes one audit record in the same transaction: when,
+/// the filter, the spacing, how many, the first and last id, who and why. Newest first;
+/// a redrive that moves nothing records nothing.
+pub async fn redrive_writes_an_audit_record_readable_in_history(store: Arc<dyn Store>) {
+    let stage = Stage::new(store.clone());
+    let mut dead = Vec::new();
+    for i in 0..3 {
+        dead.push(
+            stage
+                .dead(job("q", "k"), DeadReason::Permanent, "boom", at(i))
+                .await
+                .id,
+        );
+    }
+    let filter = JobFilter {
+        queue: Some("q".into()),
+        ..JobFilter::default()
+    };
+    let moved = redrive(
+        &store,
+        JobRedriveParams {
+            filter: filter.clone(),
+            spacing: Duration::from_millis(50),
+            actor: Some("alice".into()),
+            note: Some("provider fixed, INC-42".into()),
+            now: Some(at(100)),
+            ..JobRedriveParams::default()
+        },
+    )
+    .await;
+    assert_eq!(moved, dead);
+    let nothing = redrive(
+        &store,
+        JobRedriveParams {
+            filter: filter.clone(),
+            now: Some(at(101)),
+            ..JobRedriveParams::default()
+        },
+    )
+    .await;
+    assert!(nothing.is_empty());
+    // Another queue: the redriven jobs are now the head of "q".
+    let again = stage
+        .dead(job("r", "k"), DeadReason::Permanent, "boom", at(200))
+        .await;
+    redrive(
+        &store,
+        JobRedriveParams {
+            filter: by_ids(vec![again.id]),
+            now: Some(at(300)),
+            ..JobRedriveParams::default()
+        },
+    )
+    .await;
+
+    let history = store
+        .redrive_history(RedriveHistoryParams::default())
+        .await
+        .unwrap();
+    assert_eq!(history.len(), 2, "{history:?}");
+    let (newest, oldest) = (&history[0], &history[1]);
+    assert!(newest.id > oldest.id);
+    assert_eq!(newest.count, 1);
+    assert_eq!(
+        (newest.first_job_id, newest.last_job_id),
+        (again.id, again.id)
+    );
+    assert_eq!(newest.filter, by_ids(vec![again.id]));
+    assert_eq!(
+        (newest.actor.as_deref(), newest.note.as_deref()),
+        (None, None)
+    );
+    assert_eq!(oldest.at, at(100));
+    assert_eq!(oldest.updated_at, at(100));
+    assert_eq!(oldest.filter, filter);
+    assert_eq!(oldest.spacing_ms, 50);
+    assert_eq!(oldest.count, 3);
+    assert_eq!(
+        (oldest.first_job_id, oldest.last_job_id),
+        (dead[0], dead[2])
+    );
+    assert_eq!(oldest.actor.as_deref(), Some("alice"));
+    assert_eq!(oldest.note.as_deref(), Some("provider fixed, INC-42"));
+    let one = store
+        .redrive_history(RedriveHistoryParams { limit: 1 })
+        .await
+        .unwrap();
+    assert_eq!(one, vec![newest.clone()]);
+
+    let bad = store
+        .job_redrive(JobRedriveParams {
+            filter: JobFilter::default(),
+            note: Some("two\nlines".into()),
+            ..JobRedriveParams::default()
+        })
+        .await;
+    assert!(
+        matches!(bad, Err(StoreError::Input(ref e)) if e.field == "note"),
+        "{bad:?}"
+    );
+}
+
+/// The chunks of one large redrive share an audit key and so one record (counts
+/// added, last id and time moved on), and `start_at` keeps the spacing even across
+/// chunks; a `start_at` in the past means now.
+pub async fn redrive_chunks_share_one_audit_record_and_keep_the_pace(store: Arc<dyn Store>) {
+    let stage = Stage::new(store.clone());
+    let mut dead = Vec::new();
+    for i in 0..5 {
+        dead.push(
+            stage
+                .dead(job("q", "k"), DeadReason::Permanent, "boom", at(i))
+                .await
+                .id,
+        );
+    }
+    let chunk = |limit: u32, start: Timestamp, now: Timestamp| JobRedriveParams {
+        filter: JobFilter::default(),
+        limit: Some(limit),
+        spacing: Duration::from_millis(100),
+        start_at: Some(start),
+        audit_key: Some("redrive-1".into()),
+        now: Some(now),
+        ..JobRedriveParams::default()
+    };
+    let first = redrive(&store, chunk(3, at(100), at(100))).await;
+    // The second chunk starts where the first left off: 3 jobs x 100 ms later.
+    let second = redrive(&store, chunk(3, at_ms(100_300), at_ms(100_050))).await;
+    assert_eq!(first, dead[..3].to_vec());
+    assert_eq!(second, dead[3..].to_vec());
+    let mut run_at = Vec::new();
+    for id in &dead {
+        run_at.push(stage.get(*id).await.run_at);
+    }
+    assert_eq!(
+        run_at,
+        vec![
+            at_ms(100_000),
+            at_ms(100_100),
+            at_ms(100_200),
+            at_ms(100_300),
+            at_ms(100_400)
+        ]
+    );
+    let history = store
+        .redrive_history(RedriveHistoryParams::default())
+        .await
+        .unwrap();
+    assert_eq!(history.len(), 1, "{history:?}");
+    assert_eq!(history[0].count, 5);
+    assert_eq!(
+        (history[0].first_job_id, history[0].last_job_id),
+        (dead[0], dead[4])
+    );
+    assert_eq!(
+        (history[0].at, history[0].updated_at),
+        (at(100), at_ms(100_050))
+    );
+
+    let late = stage
+        .dead(job("r", "k"), DeadReason::Permanent, "boom", at(200))
+        .await;
+    redrive(&store, chunk(1, at(10), at(300))).await;
+    assert_eq!(
+        stage.get(late.id).await.run_at,
+        at(300),
+        "a past start means now"
+    );
 }

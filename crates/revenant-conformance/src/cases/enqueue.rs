@@ -173,6 +173,7 @@ pub async fn enqueue_batch_with_one_bad_job_writes_nothing(store: Arc<dyn Store>
         .queue_stats(QueueStatsParams {
             queue: None,
             worker_alive_within: secs(60),
+            interval: secs(60),
             now: Some(t0()),
         })
         .await

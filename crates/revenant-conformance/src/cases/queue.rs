@@ -14,6 +14,7 @@ async fn stats(store: &Arc<dyn Store>, queue: Option<&str>, now: Timestamp) -> V
         .queue_stats(QueueStatsParams {
             queue: queue.map(str::to_string),
             worker_alive_within: secs(60),
+            interval: secs(60),
             now: Some(now),
         })
         .await
@@ -53,6 +54,9 @@ pub async fn pausing_an_unknown_queue_creates_it_paused(store: Arc<dyn Store>) {
             oldest_due_age_secs: 0.0,
             workers_alive: 0,
             last_completed_at: None,
+            interval_secs: 60.0,
+            completed_last_interval: 0,
+            failed_last_interval: 0,
         }]
     );
     let bad = store.queue_pause(pause("no spaces allowed", t0())).await;
@@ -106,6 +110,9 @@ pub async fn queue_stats_count_every_state(store: Arc<dyn Store>) {
             oldest_due_age_secs: 100.0,
             workers_alive: 0,
             last_completed_at: Some(at(9_200)),
+            interval_secs: 60.0,
+            completed_last_interval: 0,
+            failed_last_interval: 0,
         }]
     );
 }
@@ -157,4 +164,75 @@ pub async fn queue_stats_count_live_workers_per_queue(store: Arc<dyn Store>) {
         .collect();
     // w2 was last seen 100 s ago: not alive with a 60 s window. w4, seen 50 s ago, is.
     assert_eq!(alive, vec![("emails", 2), ("sms", 2)]);
+}
+
+/// Completions and failed attempts are counted in `(now - interval, now]`, per queue:
+/// every `job_fail` (retried or dead) and every expired lease (reclaimed or made dead by
+/// claim or sweep) is one failure. Pruning drops failure records past the retention.
+pub async fn queue_stats_count_completions_and_failures_in_the_interval(store: Arc<dyn Store>) {
+    let stage = Stage::new(store.clone());
+    let q = "emails";
+    // Outside a 60 s window ending at 1_000.
+    stage.completed(job(q, "k"), at(900)).await;
+    stage.retrying(job(q, "k"), at(930), secs(3_600)).await;
+    // Inside it.
+    stage.completed(job(q, "k"), at(950)).await;
+    stage.completed(job(q, "k"), at(1_000)).await;
+    stage.retrying(job(q, "k"), at(945), secs(3_600)).await;
+    stage
+        .dead(job(q, "k"), DeadReason::Permanent, "boom", at(990))
+        .await;
+    // An expired lease reclaimed at 980 (attempts left) and one made dead at 985.
+    let reclaimed = stage.running_expired(job(q, "k"), at(980), secs(1)).await;
+    stage.claim_id(reclaimed.id, at(980), "worker-b").await;
+    stage
+        .running_expired(job(q, "k").with_max_attempts(1), at(985), secs(1))
+        .await;
+    store
+        .job_sweep(JobSweepParams { now: Some(at(985)) })
+        .await
+        .unwrap();
+    // Another queue's numbers stay its own; a completion after `now` is not counted.
+    stage
+        .dead(job("other", "k"), DeadReason::Permanent, "boom", at(990))
+        .await;
+    stage.completed(job(q, "k"), at(1_005)).await;
+
+    let window = |interval: u64| {
+        let store = store.clone();
+        async move {
+            let all = store
+                .queue_stats(QueueStatsParams {
+                    queue: Some(q.into()),
+                    interval: secs(interval),
+                    now: Some(at(1_000)),
+                    ..QueueStatsParams::default()
+                })
+                .await
+                .unwrap();
+            (
+                all[0].completed_last_interval,
+                all[0].failed_last_interval,
+                all[0].interval_secs,
+            )
+        }
+    };
+    assert_eq!(window(60).await, (2, 4, 60.0));
+    assert_eq!(window(1_000).await, (3, 5, 1_000.0));
+    assert_eq!(window(0).await, (0, 0, 0.0));
+
+    // Prune with a 30 s retention at 1_000: failure records before 970 go.
+    store
+        .job_prune(JobPruneParams {
+            retention: secs(30),
+            limit: 1_000,
+            now: Some(at(1_000)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        window(1_000).await.1,
+        3,
+        "failures at 980, 985 and 990 are left"
+    );
 }

@@ -27,6 +27,7 @@ use crate::outcome::Outcome;
 use crate::policy::RetryPolicy;
 use crate::runtime::completer::Ack;
 use crate::runtime::context::{JobContext, JobContextParts};
+use crate::runtime::metrics::{self, AttemptOutcome};
 use crate::runtime::store_retry::retry;
 use crate::runtime::worker::Shared;
 use crate::store::{
@@ -73,6 +74,12 @@ pub(crate) async fn run(
         cancel: cancel.clone(),
     });
     tracing::debug!(job_id = job.id, queue = %job.queue, kind = %job.kind, attempt = job.attempts, max_attempts = job.max_attempts, "attempt started");
+    if let Some(claimed_at) = job.attempted_at {
+        // Both times are on the store's clock. A job reclaimed after a lost lease
+        // counts its whole wait since run_at, which is what its customer saw.
+        let waited = (claimed_at - job.run_at).num_milliseconds() as f64 / 1000.0;
+        metrics::wait_time(&job.queue, waited);
+    }
 
     let mut task = tokio::spawn(shared.registry.dispatch(ctx, job.payload.clone()));
     let heartbeat = heartbeat(&shared, lease, &policy, claim_lease);
@@ -90,6 +97,9 @@ pub(crate) async fn run(
         _ = &mut heartbeat => Ended::LeaseLost,
         _ = shared.hard_stop.cancelled() => Ended::Shutdown,
     };
+    if matches!(ended, Ended::Outcome(_)) {
+        metrics::run_time(&job.queue, &job.kind, started.elapsed().as_secs_f64());
+    }
     if !task.is_finished() {
         // Tell the handler first (it may be watching), then drop its future at its
         // next await. A handler that blocks its thread keeps that thread busy, but its
@@ -99,6 +109,7 @@ pub(crate) async fn run(
     }
     match ended {
         Ended::LeaseLost => {
+            metrics::attempt(&job.queue, &job.kind, AttemptOutcome::LeaseLost, "none");
             tracing::warn!(
                 job_id = job.id,
                 queue = %job.queue,
@@ -112,9 +123,11 @@ pub(crate) async fn run(
         }
         Ended::Shutdown => match shared.completer.send(Ack::Release(lease)).await {
             Ok(fenced) => {
+                metrics::attempt(&job.queue, &job.kind, AttemptOutcome::Released, "none");
                 tracing::info!(job_id = job.id, queue = %job.queue, kind = %job.kind, result = ?fenced, "shutdown: handler cancelled, lease released, attempt given back")
             }
             Err(err) => {
+                metrics::attempt(&job.queue, &job.kind, AttemptOutcome::Unwritten, "none");
                 tracing::warn!(job_id = job.id, queue = %job.queue, kind = %job.kind, error = %err, "shutdown: could not release the lease; the job is reclaimed when it expires")
             }
         },
@@ -178,6 +191,7 @@ async fn finish(
             let result = shared.completer.send(Ack::Complete(lease)).await;
             match result {
                 Ok(Fenced::Applied) => {
+                    count(job, AttemptOutcome::Completed, "none");
                     tracing::debug!(job_id = job.id, queue = %job.queue, kind = %job.kind, attempt = job.attempts, "job completed")
                 }
                 Ok(Fenced::LeaseLost) => log_rejected(shared, job, lease.lease_token, "complete"),
@@ -197,7 +211,9 @@ async fn finish(
                 }))
                 .await;
             match result {
-                Ok(Fenced::Applied) => tracing::warn!(
+                Ok(Fenced::Applied) => {
+                    count(job, AttemptOutcome::Retried, class.as_str());
+                    tracing::warn!(
                     job_id = job.id,
                     queue = %job.queue,
                     kind = %job.kind,
@@ -209,7 +225,8 @@ async fn finish(
                     worker = %shared.worker_id,
                     retry_in_ms = delay.as_millis() as u64,
                     "job attempt failed; retrying"
-                ),
+                    )
+                }
                 Ok(Fenced::LeaseLost) => log_rejected(shared, job, lease.lease_token, "fail"),
                 Err(err) => log_unwritten(shared, job, "fail", &err.to_string()),
             }
@@ -227,7 +244,10 @@ async fn finish(
                 }))
                 .await;
             match result {
-                Ok(Fenced::Applied) => log_dead(shared, job, reason, class.as_str(), &message),
+                Ok(Fenced::Applied) => {
+                    count(job, AttemptOutcome::Dead, class.as_str());
+                    log_dead(shared, job, reason, class.as_str(), &message)
+                }
                 Ok(Fenced::LeaseLost) => log_rejected(shared, job, lease.lease_token, "fail"),
                 Err(err) => log_unwritten(shared, job, "fail", &err.to_string()),
             }
@@ -243,6 +263,7 @@ async fn finish(
             .await;
             match result {
                 Ok(Fenced::Applied) => {
+                    count(job, AttemptOutcome::Snoozed, "none");
                     tracing::info!(job_id = job.id, queue = %job.queue, kind = %job.kind, snooze_ms = delay.as_millis() as u64, "job snoozed; attempt given back")
                 }
                 Ok(Fenced::LeaseLost) => log_rejected(shared, job, lease.lease_token, "snooze"),
@@ -260,6 +281,7 @@ async fn finish(
             .await;
             match result {
                 Ok(CancelResult::Cancelled) => {
+                    count(job, AttemptOutcome::Cancelled, "none");
                     tracing::info!(job_id = job.id, queue = %job.queue, kind = %job.kind, reason = %message, "job cancelled by its handler")
                 }
                 Ok(other) => {
@@ -273,6 +295,7 @@ async fn finish(
 
 /// The structured event for a dead letter: everything a human needs at 3am.
 pub(crate) fn log_dead(shared: &Shared, job: &Job, reason: DeadReason, class: &str, error: &str) {
+    metrics::dead_letter(&job.queue, &job.kind, reason.as_str());
     tracing::error!(
         job_id = job.id,
         queue = %job.queue,
@@ -288,7 +311,13 @@ pub(crate) fn log_dead(shared: &Shared, job: &Job, reason: DeadReason, class: &s
     );
 }
 
+/// Counts one attempt by how it ended.
+fn count(job: &Job, outcome: AttemptOutcome, class: &'static str) {
+    metrics::attempt(&job.queue, &job.kind, outcome, class);
+}
+
 fn log_rejected(shared: &Shared, job: &Job, token: LeaseToken, op: &'static str) {
+    count(job, AttemptOutcome::LeaseLost, "none");
     tracing::warn!(
         job_id = job.id,
         queue = %job.queue,
@@ -302,6 +331,7 @@ fn log_rejected(shared: &Shared, job: &Job, token: LeaseToken, op: &'static str)
 }
 
 fn log_unwritten(shared: &Shared, job: &Job, op: &'static str, error: &str) {
+    count(job, AttemptOutcome::Unwritten, "none");
     tracing::error!(
         job_id = job.id,
         queue = %job.queue,

@@ -8,6 +8,12 @@
 //!   are deleted, in bounded batches. Dead jobs are never pruned.
 //! - **Worker registry** ([`Store::worker_heartbeat`]): the worker says it is alive,
 //!   and workers not seen for a long time are dropped from the registry.
+//! - **Stats sampling** ([`Store::queue_stats`]), when asked for: the per-queue gauges
+//!   of [`crate::runtime::metrics`].
+//! - **Alerts**, when given rules ([`crate::alert`]): evaluated on their own interval,
+//!   in their own task so a slow webhook never delays the lease sweep; sent to the log
+//!   and the webhook. A webhook that fails is logged and tried again at the next
+//!   evaluation; it never ends the worker.
 //!
 //! Every worker runs maintenance; each step is idempotent, so several workers doing
 //! it at once is harmless. A failing store is logged and tried again at the next tick.
@@ -15,6 +21,7 @@
 //! [`Store::job_sweep`]: crate::store::Store::job_sweep
 //! [`Store::job_prune`]: crate::store::Store::job_prune
 //! [`Store::worker_heartbeat`]: crate::store::Store::worker_heartbeat
+//! [`Store::queue_stats`]: crate::store::Store::queue_stats
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,12 +29,15 @@ use std::time::Duration;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
+use crate::alert::{self, AlertConfig, AlertState, Notifier};
 use crate::error::InputError;
 use crate::job::{DeadReason, FailureClass};
 use crate::runtime::executor::log_dead;
+use crate::runtime::metrics::{self, AttemptOutcome};
 use crate::runtime::worker::Shared;
 use crate::store::{
-    JobGetParams, JobPruneParams, JobSweepParams, WorkerHeartbeatParams, WorkerRemoveParams,
+    JobGetParams, JobPruneParams, JobSweepParams, QueueStatsParams, WorkerHeartbeatParams,
+    WorkerRemoveParams,
 };
 
 /// When and how maintenance runs.
@@ -47,6 +57,11 @@ pub struct MaintenanceConfig {
     /// Workers not seen for this long are removed from the registry. Default 10 min,
     /// so a crashed worker stays visible (as not alive) for a while before it goes.
     pub stale_worker_after: Duration,
+    /// How often the per-queue gauges (`revenant_queue_*`) are sampled from the store,
+    /// if at all. Default `None`: without a metrics exporter nobody reads them, and
+    /// each sample is a count query over the jobs table. `revenant work
+    /// --metrics-addr` sets 15 s, about one Prometheus scrape interval.
+    pub queue_gauges: Option<Duration>,
     /// Whether this worker runs maintenance at all. Default true. Turn it off only
     /// when another process is sure to run it; without any sweep, a job that kills
     /// its worker on its last attempt stays `running` until a claim finds it.
@@ -61,12 +76,20 @@ impl Default for MaintenanceConfig {
             retention: Duration::from_secs(24 * 3600),
             registry_interval: Duration::from_secs(10),
             stale_worker_after: Duration::from_secs(600),
+            queue_gauges: None,
             enabled: true,
         }
     }
 }
 
 impl MaintenanceConfig {
+    /// A worker counts as alive in the stats that gauges and alerts read when seen
+    /// within three registry intervals (30 s by default): one missed heartbeat is not
+    /// a dead worker.
+    pub fn alive_within(&self) -> Duration {
+        self.registry_interval * 3
+    }
+
     /// Refuses zero intervals (a busy loop) and a stale age not above the registry
     /// interval (live workers would be removed).
     pub fn validate(&self) -> Result<(), InputError> {
@@ -78,6 +101,9 @@ impl MaintenanceConfig {
             if value.is_zero() {
                 return Err(InputError::new(field, "must be above zero"));
             }
+        }
+        if self.queue_gauges.is_some_and(|d| d.is_zero()) {
+            return Err(InputError::new("queue_gauges", "must be above zero"));
         }
         if self.stale_worker_after <= self.registry_interval {
             return Err(InputError::new(
@@ -99,8 +125,18 @@ pub(crate) async fn run(
     shared: Arc<Shared>,
     config: MaintenanceConfig,
     registration: WorkerHeartbeatParams,
+    alerts: Option<AlertConfig>,
     stop: CancellationToken,
 ) {
+    let alive_within = config.alive_within();
+    let alert_task = alerts.map(|rules| {
+        tokio::spawn(alert_loop(
+            shared.clone(),
+            rules,
+            alive_within,
+            stop.clone(),
+        ))
+    });
     let every = |period: Duration| {
         let mut interval = tokio::time::interval(period);
         interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -109,9 +145,16 @@ pub(crate) async fn run(
     let mut registry = every(config.registry_interval);
     let mut sweep = every(config.sweep_interval);
     let mut prune = every(config.prune_interval);
+    // Never ticks when gauges are off (the branch below is disabled then).
+    let mut gauges = every(config.queue_gauges.unwrap_or(Duration::from_secs(3600)));
     loop {
         tokio::select! {
-            _ = stop.cancelled() => return,
+            _ = stop.cancelled() => {
+                if let Some(task) = alert_task {
+                    let _ = task.await;
+                }
+                return;
+            }
             _ = registry.tick() => {
                 // The registry heartbeat runs even with maintenance off: liveness is
                 // this worker's own business.
@@ -129,6 +172,7 @@ pub(crate) async fn run(
             }
             _ = sweep.tick(), if config.enabled => sweep_once(&shared).await,
             _ = prune.tick(), if config.enabled => prune_once(&shared, config.retention).await,
+            _ = gauges.tick(), if config.queue_gauges.is_some() => sample_gauges(&shared, alive_within).await,
         }
     }
 }
@@ -141,9 +185,15 @@ async fn sweep_once(shared: &Shared) {
             return;
         }
     };
-    for id in ids.iter().take(SWEEP_LOG_LIMIT) {
+    for (n, id) in ids.iter().enumerate() {
         match shared.store.job_get(JobGetParams { id: *id }).await {
+            Ok(Some(job)) if n >= SWEEP_LOG_LIMIT => {
+                // Past the log limit, still counted: the metrics must add up.
+                metrics::dead_letter(&job.queue, &job.kind, DeadReason::LeaseExpired.as_str());
+                count_lease_expired(&job);
+            }
             Ok(Some(job)) => {
+                count_lease_expired(&job);
                 let error = job
                     .last_error
                     .as_ref()
@@ -158,9 +208,10 @@ async fn sweep_once(shared: &Shared) {
                 );
             }
             Ok(None) => {}
-            Err(err) => {
+            Err(err) if n < SWEEP_LOG_LIMIT => {
                 tracing::error!(job_id = id, dead_reason = "lease_expired", error = %err, "job dead-lettered (details unavailable)")
             }
+            Err(_) => {}
         }
     }
     if ids.len() > SWEEP_LOG_LIMIT {
@@ -169,6 +220,90 @@ async fn sweep_once(shared: &Shared) {
             dead_reason = "lease_expired",
             "many jobs dead-lettered by one sweep; the first {SWEEP_LOG_LIMIT} were logged"
         );
+    }
+}
+
+/// The attempt that ended with its worker (or its stall): counted here, since the
+/// worker that ran it could not.
+fn count_lease_expired(job: &crate::job::Job) {
+    metrics::attempt(
+        &job.queue,
+        &job.kind,
+        AttemptOutcome::Dead,
+        FailureClass::LeaseExpired.as_str(),
+    );
+}
+
+async fn sample_gauges(shared: &Shared, alive_within: Duration) {
+    let params = QueueStatsParams {
+        queue: None,
+        worker_alive_within: alive_within,
+        ..QueueStatsParams::default()
+    };
+    match shared.store.queue_stats(params).await {
+        Ok(stats) => metrics::queue_gauges(&stats),
+        Err(err) => tracing::warn!(error = %err, "stats sampling for the queue gauges failed"),
+    }
+}
+
+/// Evaluates the alert rules every `rules.interval` until `stop`.
+async fn alert_loop(
+    shared: Arc<Shared>,
+    rules: AlertConfig,
+    alive_within: Duration,
+    stop: CancellationToken,
+) {
+    let notifier = match Notifier::new(&rules) {
+        Ok(notifier) => notifier,
+        Err(err) => {
+            // Only a broken TLS setup gets here; alerts still go to the log.
+            tracing::error!(error = %err, "cannot build the alert webhook client; alerts go to the log only");
+            Notifier::new(&AlertConfig {
+                webhook: None,
+                ..rules.clone()
+            })
+            .expect("no webhook, no client")
+        }
+    };
+    let mut state = AlertState::default();
+    let mut interval = tokio::time::interval(rules.interval);
+    interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = interval.tick() => {}
+        }
+        let params = QueueStatsParams {
+            queue: None,
+            worker_alive_within: alive_within,
+            ..QueueStatsParams::default()
+        };
+        let stats = match shared.store.queue_stats(params).await {
+            Ok(stats) => stats,
+            Err(err) => {
+                tracing::warn!(error = %err, "alert evaluation skipped: cannot read the queue stats");
+                continue;
+            }
+        };
+        let events = alert::evaluate(&rules, &stats, chrono::Utc::now(), &mut state);
+        for event in events {
+            notifier.log(&event);
+            // A shutdown does not wait for a slow webhook.
+            let posted = tokio::select! {
+                _ = stop.cancelled() => return,
+                posted = notifier.post(&event) => posted,
+            };
+            if let Err(err) = posted {
+                tracing::warn!(
+                    queue = %event.queue,
+                    rule = %event.rule,
+                    state = event.state.as_str(),
+                    error = %err,
+                    "alert webhook failed; sending again at the next evaluation"
+                );
+                state.delivery_failed(&event);
+            }
+        }
     }
 }
 

@@ -145,6 +145,7 @@ impl Store for MemoryStore {
                     last_error: None,
                     errors: Vec::new(),
                     redrives: 0,
+                    fingerprint: None,
                 },
             );
             out.push(Enqueued {
@@ -327,6 +328,21 @@ impl Store for MemoryStore {
     }
     async fn job_purge(&self, _params: JobPurgeParams) -> Result<u64, StoreError> {
         Ok(0)
+    }
+    async fn dead_fingerprints(
+        &self,
+        _params: DeadFingerprintsParams,
+    ) -> Result<Vec<FingerprintGroup>, StoreError> {
+        Err(StoreError::Unsupported {
+            backend: "memory",
+            capability: "dead_fingerprints",
+        })
+    }
+    async fn redrive_history(
+        &self,
+        _params: RedriveHistoryParams,
+    ) -> Result<Vec<RedriveRecord>, StoreError> {
+        Ok(Vec::new())
     }
     async fn job_prune(&self, _params: JobPruneParams) -> Result<u64, StoreError> {
         self.enter("job_prune")?;

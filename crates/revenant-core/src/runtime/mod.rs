@@ -5,7 +5,8 @@
 //!  store ──► │ fetcher (per queue) ──► executor (per job) ──► completer │ ──► store
 //!            │   claims ≤ free slots     timeout, panic,        batches  │
 //!            │   wakes on wait_for_jobs  heartbeat, decide()    acks     │
-//!            │ maintenance: lease sweep, prune, worker registry         │
+//!            │ maintenance: lease sweep, prune, worker registry, stats  │
+//!            │   sampling (gauges), alert evaluation                    │
 //!            └──────────────────────────────────────────────────────────┘
 //! ```
 //!
@@ -16,6 +17,7 @@
 //!   configuration that cannot work;
 //! - [`maintenance`]: the lease sweep, pruning and the worker registry
 //!   ([`MaintenanceConfig`]);
+//! - [`metrics`]: every metric the runtime records (names, labels, the calls);
 //! - [`shutdown`]: SIGTERM / Ctrl-C and [`ShutdownHandle`].
 //!
 //! A handler in ten lines:
@@ -56,6 +58,7 @@
 pub mod context;
 pub mod handler;
 pub mod maintenance;
+pub mod metrics;
 pub mod shutdown;
 pub mod worker;
 

@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::alert::AlertConfig;
 use crate::error::{InputError, StoreError};
 use crate::names;
 use crate::policy::{PolicyError, PolicySet, RetryPolicy};
@@ -124,6 +125,7 @@ pub struct WorkerBuilder {
     drain_timeout: Duration,
     heartbeats: bool,
     maintenance: MaintenanceConfig,
+    alerts: Option<AlertConfig>,
 }
 
 impl WorkerBuilder {
@@ -244,6 +246,14 @@ impl WorkerBuilder {
         self
     }
 
+    /// Alert rules to evaluate every `config.interval` (default 15 s) over every queue
+    /// in the store, sending to the log and the webhook. Default none. Give them to one
+    /// worker (every worker given them sends its own messages); see [`crate::alert`].
+    pub fn alerts(mut self, config: AlertConfig) -> Self {
+        self.alerts = Some(config);
+        self
+    }
+
     /// The worker, or the first setting that cannot work.
     pub fn build(self) -> Result<Worker, ConfigError> {
         if self.queues.is_empty() {
@@ -292,6 +302,13 @@ impl WorkerBuilder {
             });
         }
         self.maintenance.validate()?;
+        if let Some(alerts) = &self.alerts {
+            if alerts.interval.is_zero() || alerts.repeat_interval.is_zero() {
+                return Err(ConfigError::ZeroDuration {
+                    field: "alert interval",
+                });
+            }
+        }
         let worker_id = match self.worker_id {
             Some(id) => {
                 names::validate_key("worker_id", &id)?;
@@ -311,6 +328,7 @@ impl WorkerBuilder {
             drain_timeout: self.drain_timeout,
             heartbeats: self.heartbeats,
             maintenance: self.maintenance,
+            alerts: self.alerts,
             shutdown: ShutdownHandle::new(),
         })
     }
@@ -355,6 +373,7 @@ pub struct Worker {
     drain_timeout: Duration,
     heartbeats: bool,
     maintenance: MaintenanceConfig,
+    alerts: Option<AlertConfig>,
     shutdown: ShutdownHandle,
 }
 
@@ -374,6 +393,7 @@ impl Worker {
             drain_timeout: Duration::from_secs(10),
             heartbeats: true,
             maintenance: MaintenanceConfig::default(),
+            alerts: None,
         }
     }
 
@@ -447,6 +467,7 @@ impl Worker {
             shared.clone(),
             self.maintenance.clone(),
             registration,
+            self.alerts.clone(),
             maintenance_stop.clone(),
         ));
         let mut slots = Vec::new();

@@ -248,6 +248,18 @@ mod delegate {
         async fn job_purge(&self, p: JobPurgeParams) -> Result<u64, StoreError> {
             self.store.job_purge(p).await
         }
+        async fn dead_fingerprints(
+            &self,
+            p: DeadFingerprintsParams,
+        ) -> Result<Vec<FingerprintGroup>, StoreError> {
+            self.store.dead_fingerprints(p).await
+        }
+        async fn redrive_history(
+            &self,
+            p: RedriveHistoryParams,
+        ) -> Result<Vec<RedriveRecord>, StoreError> {
+            self.store.redrive_history(p).await
+        }
         async fn job_prune(&self, p: JobPruneParams) -> Result<u64, StoreError> {
             self.store.job_prune(p).await
         }

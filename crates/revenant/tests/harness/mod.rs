@@ -142,6 +142,7 @@ pub async fn wait_for_drain(store: &dyn Store, queue: &str, limit: Duration) {
             .queue_stats(QueueStatsParams {
                 queue: Some(queue.to_string()),
                 worker_alive_within: Duration::from_secs(60),
+                interval: Duration::from_secs(60),
                 now: None,
             })
             .await
@@ -298,6 +299,18 @@ impl Store for Observed {
     }
     async fn job_purge(&self, p: JobPurgeParams) -> Result<u64, StoreError> {
         self.inner.job_purge(p).await
+    }
+    async fn dead_fingerprints(
+        &self,
+        p: DeadFingerprintsParams,
+    ) -> Result<Vec<FingerprintGroup>, StoreError> {
+        self.inner.dead_fingerprints(p).await
+    }
+    async fn redrive_history(
+        &self,
+        p: RedriveHistoryParams,
+    ) -> Result<Vec<RedriveRecord>, StoreError> {
+        self.inner.redrive_history(p).await
     }
     async fn job_prune(&self, p: JobPruneParams) -> Result<u64, StoreError> {
         self.inner.job_prune(p).await

@@ -1,0 +1,569 @@
+//! `revenant demo`: the design's Friday outage, end to end, on the embedded SQLite
+//! default in a temporary directory.
+//!
+//! - [`provider`]: the fake email provider on loopback (503 while down, 422 for the
+//!   restaurant its template cannot render, dedup by `Idempotency-Key`);
+//! - [`scenario`]: the story in simulated time and the time scale;
+//! - [`live`]: the status line while it runs;
+//! - [`report`]: the figures, the table beside `revenant_sim`'s prediction, the chart.
+//!
+//! Receipts are enqueued as `http` jobs at `--rate` per simulated second, in small
+//! batches (one store call every [`ENQUEUE_TICK`]). A real worker (the runtime, the
+//! `http` kind) delivers them to the provider with revenant's default policy, its
+//! durations divided by the scale.
+//!
+//! **The time scale.** By default one real second is one simulated minute (`--scale
+//! 60`), the issue's example: the 30-minute outage takes 30 s, the drain that follows
+//! (the default policy's backoff is capped at 1 h, so the last receipts come back
+//! about 40 simulated minutes after recovery) about 20 to 40 s, and the whole demo
+//! about 55 s. Only a scale of 40 or more fits the story in two minutes. At 60x the
+//! outage asks for 660 enqueues and about 4,600 attempts (each a claim, an HTTP request
+//! and a result written to SQLite) a real second. On the 2-core VM this was built on,
+//! shared with other builds, the worker sustained about 2,500: it falls behind during
+//! the outage, retries run late, and the provider sees fewer requests than the
+//! simulator predicts. The demo says so (`kept_up`, and a note under the table) rather
+//! than hiding it; nothing is lost or delivered twice either way. A shorter outage or
+//! a lower rate keeps up on the same machine (`--outage 5m` measures 4.49 requests per
+//! fresh receipt against 4.58 predicted), which is what the agreement test uses. The
+//! scale cannot go past 600: the default 60 s lease would fall below the 100 ms the
+//! policy accepts.
+
+mod live;
+mod provider;
+mod report;
+mod scenario;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use revenant::duration::parse;
+use revenant::sqlite::SqliteStore;
+use revenant::store::{
+    JobEnqueueParams, JobFilter, JobGetParams, JobRedriveParams, QueueStatsParams,
+};
+use revenant::{DeadReason, InputError, JobId, JobState, NewJob, PolicySet, Store, Worker};
+use revenant_kinds::HttpHandler;
+use serde::Serialize;
+
+use crate::error::CliError;
+use crate::output;
+
+use live::{LiveView, Status};
+use provider::{Provider, Receipt, POISON_RESTAURANT};
+use scenario::{Scenario, SimClock, POISON_RECEIPT};
+
+/// The queue the receipts go to.
+const QUEUE: &str = "emails";
+
+/// How often the producer enqueues the receipts that have arrived since its last
+/// call, in real time: 20 ms is 1.2 simulated seconds at the default scale, so
+/// arrivals stay close to evenly spaced while the producer makes 50 store calls a
+/// second rather than 660.
+const ENQUEUE_TICK: Duration = Duration::from_millis(20);
+
+/// How often the live view and the depth samples are refreshed, in real time.
+const VIEW_TICK: Duration = Duration::from_millis(250);
+
+/// How often an idle fetcher looks for retries that came due, in real time: 5 ms is
+/// 0.3 simulated seconds at the default scale, against a first backoff of 5 to 10
+/// simulated seconds. The claim cooldown is the same.
+const POLL: Duration = Duration::from_millis(5);
+
+/// `revenant demo`: the defaults are the design's story.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// How long the provider answers 503, in simulated time.
+    #[arg(long, default_value = "30m")]
+    pub outage: String,
+    /// Simulated seconds per real second: 60 plays a simulated minute in one real
+    /// second. The policy's durations are divided by it.
+    #[arg(long, default_value_t = 60.0)]
+    pub scale: f64,
+    /// Receipts per simulated second.
+    #[arg(long, default_value_t = 11.0)]
+    pub rate: f64,
+    /// Jobs the worker runs at once.
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+    /// Write the chart here.
+    #[arg(long, default_value = "revenant-demo.svg")]
+    pub chart: PathBuf,
+    /// Keep the temporary directory (and its database) and print its path.
+    #[arg(long)]
+    pub keep: bool,
+    /// Print the summary as JSON (the live view goes to standard error).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The poison receipt, before and after the redrive.
+#[derive(Debug, Serialize)]
+struct Poison {
+    receipt: u64,
+    job_id: JobId,
+    restaurant: &'static str,
+    status_before_redrive: JobState,
+    dead_reason_before_redrive: Option<DeadReason>,
+    last_error_before_redrive: Option<String>,
+    status_after_redrive: JobState,
+    deliveries_after_redrive: u32,
+}
+
+/// The checks that decide the exit code.
+#[derive(Debug, Serialize)]
+struct Checks {
+    /// Every receipt's job completed (none lost, none left dead after the redrive).
+    every_receipt_completed: bool,
+    /// The provider accepted each receipt exactly once.
+    every_receipt_delivered_exactly_once: bool,
+    /// Receipts the provider never accepted.
+    undelivered: Vec<u64>,
+    /// Receipts the provider accepted more than once.
+    delivered_twice: Vec<u64>,
+}
+
+#[derive(Debug, Serialize)]
+struct Summary {
+    scenario: Scenario,
+    measured: report::Measured,
+    simulated: revenant_sim::Report,
+    poison: Poison,
+    checks: Checks,
+    chart: PathBuf,
+    database: Option<PathBuf>,
+    /// The measured requests per fresh receipt while down are within 10% of the
+    /// simulator's (or above): the machine kept up with the scaled schedule.
+    kept_up: bool,
+    wall_secs: f64,
+}
+
+/// Plays the story; exits 0 when every check passes, 1 otherwise.
+pub async fn run(args: DemoArgs) -> Result<ExitCode, CliError> {
+    let began = Instant::now();
+    let scenario = Scenario::new(args.scale, args.rate, parse("outage", &args.outage)?)?;
+    if args.concurrency == 0 || args.concurrency > 10_000 {
+        return Err(InputError::new("concurrency", "use 1..=10000").into());
+    }
+    let real_policy = scenario.real_policy()?;
+    let dir = temporary_dir()
+        .map_err(|err| CliError::Failed(format!("cannot make a temporary directory: {err}")))?;
+    let db_path = dir.path().join("revenant.db");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&db_path).await?);
+
+    let mut view = LiveView::new(args.json);
+    let p = &scenario.policy;
+    view.say(&format!(
+        "revenant demo: the Friday outage on embedded SQLite ({})",
+        db_path.display()
+    ));
+    view.say(&format!(
+        "time scale: {}; {} receipts per simulated second for {}; the provider answers 503 from 20:10 for {}",
+        scenario.scale_text(),
+        scenario.rate,
+        revenant::duration::format(Duration::from_secs_f64(scenario.arrivals_for_secs)),
+        revenant::duration::format(Duration::from_secs_f64(scenario.outage_secs)),
+    ));
+    view.say(&format!(
+        "policy (simulated time): {} attempts, {} x{} capped at {}, jitter {}; receipt #{POISON_RECEIPT} is for {POISON_RESTAURANT:?}",
+        p.max_attempts(),
+        revenant::duration::format(p.backoff().base),
+        p.backoff().multiplier,
+        revenant::duration::format(p.backoff().cap),
+        p.jitter(),
+    ));
+
+    let worker = Worker::builder(store.clone())
+        .queue(QUEUE, args.concurrency)
+        .handler(HttpHandler::new().map_err(|err| CliError::Failed(err.to_string()))?)
+        .policies(PolicySet::new(real_policy))
+        .worker_id("revenant-demo")
+        .poll_interval(POLL)
+        .claim_cooldown(POLL)
+        .shutdown_grace(Duration::from_secs(2))
+        .build()
+        .map_err(|err| InputError::new("worker", err.to_string()))?;
+    let stop = worker.shutdown_handle();
+    let worker_task = tokio::spawn(worker.run_until(std::future::pending()));
+
+    let clock = SimClock::start(scenario.scale);
+    let provider = Provider::start(&scenario, clock)
+        .await
+        .map_err(|err| CliError::Failed(format!("cannot start the fake provider: {err}")))?;
+    let producer = tokio::spawn(produce(
+        store.clone(),
+        scenario.clone(),
+        clock,
+        provider.url(),
+        real_policy.attempt_timeout(),
+    ));
+
+    // Watch until every receipt is enqueued and finished (completed or dead).
+    let deadline_secs =
+        scenario.arrivals_for_secs + real_policy.span().2.as_secs_f64() * scenario.scale + 120.0;
+    let mut depth: Vec<(f64, i64)> = Vec::new();
+    let mut window: Vec<(f64, u64)> = Vec::new();
+    let mut status;
+    let (dead_exhausted, dead_permanent);
+    loop {
+        tokio::time::sleep(VIEW_TICK).await;
+        let now = clock.now();
+        let stats = queue_stats(store.as_ref()).await?;
+        let (requests, delivered) =
+            provider.with_ledger(|l| (l.requests_between(0, usize::MAX), l.delivered()));
+        window.push((now, requests));
+        window.retain(|&(at, _)| at >= now - 60.0);
+        let rps = match window.first() {
+            Some(&(at, n)) if now - at > 1.0 => (requests - n) as f64 / (now - at),
+            _ => 0.0,
+        };
+        let waiting = stats.ready + stats.scheduled + stats.retrying;
+        depth.push((now, waiting));
+        status = Status {
+            sim_secs: now,
+            provider_down: now >= scenario.outage_start_secs && now < scenario.outage_end_secs(),
+            enqueued: (stats.ready
+                + stats.scheduled
+                + stats.retrying
+                + stats.running
+                + stats.completed
+                + stats.dead) as u64,
+            delivered,
+            retrying: stats.retrying + stats.ready,
+            dead: stats.dead,
+            requests_per_sec: rps,
+        };
+        view.update(&status);
+        let finished = producer.is_finished()
+            && waiting + stats.running == 0
+            && (stats.completed + stats.dead) as u64 >= scenario.receipts;
+        if finished {
+            dead_permanent = count_dead(store.as_ref(), DeadReason::Permanent).await?;
+            dead_exhausted = stats.dead as u64 - dead_permanent.min(stats.dead as u64);
+            break;
+        }
+        if now > deadline_secs {
+            view.finish(&status);
+            stop.shutdown();
+            return Err(CliError::Failed(format!(
+                "the queue did not drain within {} simulated: the machine cannot keep up at this scale; try --scale 30",
+                revenant::duration::format(Duration::from_secs_f64(deadline_secs))
+            )));
+        }
+    }
+    view.finish(&status);
+    let ids = producer
+        .await
+        .map_err(|err| CliError::Failed(format!("the producer failed: {err}")))??;
+    let ledger = provider.ledger();
+
+    // The poison receipt: dead as permanent, with the provider's 422 as its reason.
+    let poison_id = ids[POISON_RECEIPT as usize];
+    let before = get(store.as_ref(), poison_id).await?;
+    view.say(&format!(
+        "receipt #{POISON_RECEIPT} (job {poison_id}, {POISON_RESTAURANT:?}) is {} ({}): {}",
+        before.status.as_str(),
+        before.dead_reason.map_or("-", |r| r.as_str()),
+        before
+            .last_error
+            .as_ref()
+            .map_or("-", |e| e.message.as_str()),
+    ));
+    view.say("the provider fixes its template; redriving the dead receipt");
+    provider.fix_template();
+    store
+        .job_redrive(JobRedriveParams {
+            filter: JobFilter {
+                ids: Some(vec![poison_id]),
+                ..JobFilter::default()
+            },
+            actor: Some("revenant demo".to_string()),
+            note: Some("the provider fixed its template".to_string()),
+            ..JobRedriveParams::default()
+        })
+        .await?;
+    let redrive_deadline = Instant::now() + Duration::from_secs(30);
+    let after = loop {
+        let job = get(store.as_ref(), poison_id).await?;
+        if job.status.is_terminal() || Instant::now() > redrive_deadline {
+            break job;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let poison_deliveries =
+        provider.with_ledger(|l| l.accepted.get(&POISON_RECEIPT).copied().unwrap_or(0));
+    view.say(&format!(
+        "receipt #{POISON_RECEIPT} after the redrive: {} (delivered {poison_deliveries} time{})",
+        after.status.as_str(),
+        if poison_deliveries == 1 { "" } else { "s" },
+    ));
+
+    stop.shutdown();
+    match worker_task.await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => return Err(CliError::Failed(format!("the worker failed: {err}"))),
+        Err(err) => return Err(CliError::Failed(format!("the worker panicked: {err}"))),
+    }
+
+    // The checks, on the provider's ledger after the redrive and on the store.
+    let final_ledger = provider.ledger();
+    let final_stats = queue_stats(store.as_ref()).await?;
+    let undelivered: Vec<u64> = (0..scenario.receipts)
+        .filter(|r| !final_ledger.accepted.contains_key(r))
+        .collect();
+    let delivered_twice: Vec<u64> = final_ledger
+        .accepted
+        .iter()
+        .filter(|(_, &n)| n > 1)
+        .map(|(&r, _)| r)
+        .collect();
+    let checks = Checks {
+        every_receipt_completed: final_stats.completed as u64 == scenario.receipts
+            && final_stats.dead == 0,
+        every_receipt_delivered_exactly_once: undelivered.is_empty()
+            && delivered_twice.is_empty()
+            && final_ledger.accepted.len() as u64 == scenario.receipts,
+        undelivered,
+        delivered_twice,
+    };
+
+    let seconds = report::seconds(&scenario, &ledger, &depth);
+    let measured = report::measure(
+        &scenario,
+        &ledger,
+        &seconds,
+        POISON_RECEIPT,
+        dead_exhausted,
+        dead_permanent,
+    );
+    let simulated = revenant_sim::simulate(&scenario.sim_config()?)?;
+    report::write_chart(&args.chart, &scenario, &measured, &seconds).map_err(|err| {
+        CliError::Failed(format!(
+            "cannot write the chart to {}: {err}",
+            args.chart.display()
+        ))
+    })?;
+    let database = if args.keep {
+        Some(dir.keep().join("revenant.db"))
+    } else {
+        None
+    };
+    // The worker kept up when the provider saw what the simulator predicts, within
+    // 10%; behind, retries run late and the provider sees fewer requests.
+    let kept_up =
+        measured.outage_requests_per_fresh_receipt >= 0.9 * simulated.outage.requests_per_fresh_job;
+    let ok = checks.every_receipt_completed && checks.every_receipt_delivered_exactly_once;
+    let summary = Summary {
+        poison: Poison {
+            receipt: POISON_RECEIPT,
+            job_id: poison_id,
+            restaurant: POISON_RESTAURANT,
+            status_before_redrive: before.status,
+            dead_reason_before_redrive: before.dead_reason,
+            last_error_before_redrive: before.last_error.map(|e| e.message),
+            status_after_redrive: after.status,
+            deliveries_after_redrive: poison_deliveries,
+        },
+        scenario,
+        measured,
+        simulated,
+        checks,
+        chart: args.chart.clone(),
+        database,
+        kept_up,
+        wall_secs: began.elapsed().as_secs_f64(),
+    };
+
+    if args.json {
+        output::json(&summary)?;
+    } else {
+        println!();
+        print!(
+            "{}",
+            report::table(&summary.scenario, &summary.measured, &summary.simulated)
+        );
+        println!();
+        println!("chart written to {}", summary.chart.display());
+        if let Some(db) = &summary.database {
+            println!("database kept at {}", db.display());
+        }
+        println!(
+            "no receipt lost: {}; each delivered exactly once: {}; wall time {:.1} s",
+            yes_no(summary.checks.every_receipt_completed),
+            yes_no(summary.checks.every_receipt_delivered_exactly_once),
+            summary.wall_secs
+        );
+    }
+    if !summary.kept_up && !args.json {
+        println!(
+            "note: the worker fell behind the scaled schedule (requests per fresh receipt {:.2} against {:.2} predicted): retries ran later than the policy says, \
+             because this machine is busy or slow at {} requests a real second; `--scale 30` halves the pace",
+            summary.measured.outage_requests_per_fresh_receipt,
+            summary.simulated.outage.requests_per_fresh_job,
+            (summary.simulated.outage.mean_rps * summary.scenario.scale).round(),
+        );
+    }
+    if ok {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "error: the demo's checks failed: undelivered {:?}, delivered twice {:?}",
+            summary.checks.undelivered, summary.checks.delivered_twice
+        );
+        Ok(ExitCode::from(1))
+    }
+}
+
+/// The demo's directory: on a memory file system (`/dev/shm`) when the machine has
+/// one, else in the system's temporary directory.
+///
+/// Why: the SQLite store runs with `synchronous = FULL`, so every write transaction
+/// (each enqueue batch, claim, and batch of results) waits for an fsync. On the 2-core
+/// VM this was built on, that made every attempt about 200 ms late in real time, which
+/// at 60x is 12 simulated seconds added to every retry delay: the measured requests
+/// per fresh receipt came out 25% below the simulator's (5.2 against 7.0) because the
+/// disk, not the policy, spaced the retries. On tmpfs an fsync costs nothing and the
+/// demo measures the policy. The store and its settings are the embedded default's
+/// all the same; only the disk under it differs. `/dev/shm` is used only when `TMPDIR`
+/// is unset: `TMPDIR=/tmp revenant demo` runs it on disk, to see the disk's effect.
+fn temporary_dir() -> std::io::Result<tempfile::TempDir> {
+    let shm = Path::new("/dev/shm");
+    let builder = {
+        let mut b = tempfile::Builder::new();
+        b.prefix("revenant-demo-");
+        b
+    };
+    if std::env::var_os("TMPDIR").is_none() && shm.is_dir() {
+        if let Ok(dir) = builder.tempdir_in(shm) {
+            return Ok(dir);
+        }
+    }
+    builder.tempdir()
+}
+
+fn yes_no(ok: bool) -> &'static str {
+    if ok {
+        "yes"
+    } else {
+        "NO"
+    }
+}
+
+/// Enqueues the receipts as they arrive in simulated time, a batch per tick. Returns
+/// the job ids, indexed by receipt number.
+async fn produce(
+    store: Arc<dyn Store>,
+    scenario: Scenario,
+    clock: SimClock,
+    url: String,
+    attempt_timeout: Duration,
+) -> Result<Vec<JobId>, CliError> {
+    let total = scenario.receipts;
+    let mut ids = Vec::with_capacity(total as usize);
+    // The request may use most of the attempt; the runtime cuts it there anyway.
+    let timeout = format!("{}ms", (attempt_timeout.as_millis() * 9 / 10).max(1));
+    let mut next = 0u64;
+    let mut tick = tokio::time::interval(ENQUEUE_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while next < total {
+        tick.tick().await;
+        let due = ((clock.now() * scenario.rate).floor() as u64).min(total);
+        if due <= next {
+            continue;
+        }
+        let jobs = (next..due)
+            .map(|k| receipt_job(k, &url, &timeout))
+            .collect::<Vec<_>>();
+        let enqueued = store
+            .job_enqueue(JobEnqueueParams {
+                jobs,
+                default_max_attempts: scenario.policy.max_attempts() as i32,
+                now: None,
+            })
+            .await?;
+        ids.extend(enqueued.into_iter().map(|e| e.id));
+        next = due;
+    }
+    Ok(ids)
+}
+
+fn receipt_job(k: u64, url: &str, timeout: &str) -> NewJob {
+    const RESTAURANTS: [&str; 5] = [
+        "Trattoria Sole",
+        "Le Petit Zinc",
+        "Pho 99",
+        "Casa Lupita",
+        "The Green Bowl",
+    ];
+    let restaurant = if k == POISON_RECEIPT {
+        POISON_RESTAURANT
+    } else {
+        RESTAURANTS[(k % 5) as usize]
+    };
+    let receipt = Receipt {
+        receipt: k,
+        email: format!("diner{k}@example.invalid"),
+        restaurant: restaurant.to_string(),
+        total_cents: 1200 + (k * 37) % 4000,
+    };
+    let payload = serde_json::json!({
+        "method": "POST",
+        "url": url,
+        "body": receipt,
+        "timeout": timeout,
+    });
+    NewJob::new(QUEUE, "http", payload).with_correlation_id(format!("receipt-{k}"))
+}
+
+/// The queue's numbers; all zero until the first enqueue creates the queue.
+async fn queue_stats(store: &dyn Store) -> Result<Counts, CliError> {
+    let stats = store
+        .queue_stats(QueueStatsParams {
+            queue: Some(QUEUE.to_string()),
+            ..QueueStatsParams::default()
+        })
+        .await?;
+    Ok(stats.first().map_or_else(Counts::default, |s| Counts {
+        ready: s.ready,
+        scheduled: s.scheduled,
+        retrying: s.retrying,
+        running: s.running,
+        completed: s.completed,
+        dead: s.dead,
+    }))
+}
+
+/// The counts the demo watches, from `queue_stats`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    ready: i64,
+    scheduled: i64,
+    retrying: i64,
+    running: i64,
+    completed: i64,
+    dead: i64,
+}
+
+async fn count_dead(store: &dyn Store, reason: DeadReason) -> Result<u64, CliError> {
+    let jobs = store
+        .job_list(revenant::store::JobListParams {
+            filter: JobFilter {
+                queue: Some(QUEUE.to_string()),
+                statuses: Some(vec![JobState::Dead]),
+                dead_reason: Some(reason),
+                ..JobFilter::default()
+            },
+            before_id: None,
+            limit: 10_000,
+        })
+        .await?;
+    Ok(jobs.len() as u64)
+}
+
+async fn get(store: &dyn Store, id: JobId) -> Result<revenant::Job, CliError> {
+    store
+        .job_get(JobGetParams { id })
+        .await?
+        .ok_or_else(|| CliError::Failed(format!("job {id} is gone")))
+}

@@ -1,0 +1,215 @@
+//! The demo's scenario in simulated time, and the time scale that maps it onto real
+//! time.
+//!
+//! Everything the story is told in (arrival rate, outage, the retry policy's
+//! durations, time to drain) is in simulated seconds; the worker and the provider run
+//! in real time, `scale` times faster. The policy given to the worker is revenant's
+//! default with every duration divided by the scale, so a job's retry schedule, in
+//! simulated time, is the default policy's exactly.
+
+use std::time::{Duration, Instant};
+
+use revenant::{Backoff, InputError, RetryPolicy};
+use revenant_sim::SimConfig;
+use serde::Serialize;
+
+/// When the provider goes down, in simulated time: one minute of normal traffic
+/// first, as in `revenant simulate`.
+pub const OUTAGE_START: Duration = Duration::from_secs(60);
+
+/// Receipts keep arriving this long after the provider is back, as in the simulator.
+pub const ARRIVALS_AFTER_OUTAGE: Duration = Duration::from_secs(5 * 60);
+
+/// The poison receipt's number: it arrives before the outage, so its 422 comes at
+/// once (a 503 would hide it behind retries).
+pub const POISON_RECEIPT: u64 = 30;
+
+/// Maps real time to simulated time: `scale` simulated seconds per real second, from
+/// the demo's start.
+#[derive(Debug, Clone, Copy)]
+pub struct SimClock {
+    start: Instant,
+    scale: f64,
+}
+
+impl SimClock {
+    /// A clock starting now.
+    pub fn start(scale: f64) -> Self {
+        SimClock {
+            start: Instant::now(),
+            scale,
+        }
+    }
+
+    /// Simulated seconds since the start.
+    pub fn now(&self) -> f64 {
+        self.start.elapsed().as_secs_f64() * self.scale
+    }
+}
+
+/// The story the demo plays, in simulated time.
+#[derive(Debug, Clone, Serialize)]
+pub struct Scenario {
+    /// Simulated seconds per real second (60: one real second per simulated minute).
+    pub scale: f64,
+    /// Receipts per simulated second.
+    pub rate: f64,
+    /// When the provider goes down, simulated seconds from the start.
+    pub outage_start_secs: f64,
+    /// How long it answers 503, simulated seconds.
+    pub outage_secs: f64,
+    /// How long receipts arrive for, simulated seconds from the start.
+    pub arrivals_for_secs: f64,
+    /// How many receipts in all (the poison one included).
+    pub receipts: u64,
+    /// The retry policy, in simulated time (what the story is about).
+    #[serde(skip)]
+    pub policy: RetryPolicy,
+}
+
+impl Scenario {
+    /// The scenario for these flags; refuses a scale, rate or outage that cannot run.
+    pub fn new(scale: f64, rate: f64, outage: Duration) -> Result<Self, InputError> {
+        if !(scale.is_finite() && (1.0..=600.0).contains(&scale)) {
+            return Err(InputError::new(
+                "scale",
+                format!("{scale} is out of range; use 1 to 600 simulated seconds per real second"),
+            ));
+        }
+        if !(rate.is_finite() && rate > 0.0 && rate <= 100.0) {
+            return Err(InputError::new(
+                "rate",
+                format!("{rate} receipts/s is out of range; use above 0 up to 100"),
+            ));
+        }
+        if outage.is_zero() || outage > Duration::from_secs(6 * 3600) {
+            return Err(InputError::new(
+                "outage",
+                "must be above zero and at most 6h",
+            ));
+        }
+        let arrivals_for = OUTAGE_START + outage + ARRIVALS_AFTER_OUTAGE;
+        // Arrival k (from 0) comes at (k + 1) / rate, as in the simulator.
+        let receipts = (arrivals_for.as_secs_f64() * rate).floor() as u64;
+        Ok(Scenario {
+            scale,
+            rate,
+            outage_start_secs: OUTAGE_START.as_secs_f64(),
+            outage_secs: outage.as_secs_f64(),
+            arrivals_for_secs: arrivals_for.as_secs_f64(),
+            receipts,
+            policy: RetryPolicy::default(),
+        })
+    }
+
+    /// When the provider is back, simulated seconds from the start.
+    pub fn outage_end_secs(&self) -> f64 {
+        self.outage_start_secs + self.outage_secs
+    }
+
+    /// When receipt `k` (from 0) arrives, simulated seconds from the start.
+    pub fn arrival_secs(&self, k: u64) -> f64 {
+        (k as f64 + 1.0) / self.rate
+    }
+
+    /// The policy the worker runs: the story's policy with every duration divided by
+    /// the scale (base, cap, attempt timeout, lease and heartbeat). The lease cannot go
+    /// below 100 ms (the policy refuses it), which caps the scale at 600 with the
+    /// default 60 s lease.
+    pub fn real_policy(&self) -> Result<RetryPolicy, InputError> {
+        let p = &self.policy;
+        let b = p.backoff();
+        let shrink = |d: Duration| Duration::from_secs_f64(d.as_secs_f64() / self.scale);
+        RetryPolicy::builder()
+            .max_attempts(p.max_attempts())
+            .backoff(Backoff::new(shrink(b.base), b.multiplier, shrink(b.cap))?)
+            .jitter(p.jitter())
+            .attempt_timeout(shrink(p.attempt_timeout()))
+            .lease(shrink(p.lease()))
+            .heartbeat(shrink(p.heartbeat()))
+            .build()
+            .map_err(|err| InputError::new("scale", err.to_string()))
+    }
+
+    /// The same story for `revenant_sim`: same rate, outage, arrivals and policy, in
+    /// simulated time; evenly spaced arrivals, unlimited workers, no poison (the
+    /// demo's one poison receipt is left out of the comparison).
+    pub fn sim_config(&self) -> Result<SimConfig, InputError> {
+        let mut config = SimConfig::default();
+        config.arrivals.rate = self.rate;
+        config.arrivals.duration = Some(Duration::from_secs_f64(self.arrivals_for_secs));
+        config.provider.outage_start = Duration::from_secs_f64(self.outage_start_secs);
+        config.provider.outage_length = Duration::from_secs_f64(self.outage_secs);
+        config.policy = self.policy;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// "1 real second = 1 simulated minute (60x)".
+    pub fn scale_text(&self) -> String {
+        let per_real = self.scale;
+        let what = if (per_real - 60.0).abs() < 1e-9 {
+            "1 simulated minute".to_string()
+        } else if (per_real - 1.0).abs() < 1e-9 {
+            "1 simulated second".to_string()
+        } else {
+            format!("{} simulated seconds", trim(per_real))
+        };
+        format!("1 real second = {what} ({}x)", trim(per_real))
+    }
+}
+
+fn trim(x: f64) -> String {
+    if x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worker_policy_is_the_default_shrunk_by_the_scale() {
+        let scenario = Scenario::new(60.0, 11.0, Duration::from_secs(1800)).unwrap();
+        let real = scenario.real_policy().unwrap();
+        let default = RetryPolicy::default();
+        assert_eq!(real.max_attempts(), default.max_attempts());
+        assert_eq!(real.backoff().cap, default.backoff().cap / 60);
+        assert_eq!(real.lease(), default.lease() / 60);
+        assert!(real.attempt_timeout() < real.lease());
+    }
+
+    #[test]
+    fn the_seed_story_has_eleven_receipts_a_second_for_thirty_six_minutes() {
+        let scenario = Scenario::new(60.0, 11.0, Duration::from_secs(1800)).unwrap();
+        assert_eq!(scenario.receipts, 11 * 36 * 60);
+        assert_eq!(scenario.outage_end_secs(), 31.0 * 60.0);
+        assert_eq!(
+            scenario.scale_text(),
+            "1 real second = 1 simulated minute (60x)"
+        );
+    }
+
+    #[test]
+    fn scales_rates_and_outages_out_of_range_are_refused() {
+        assert_eq!(
+            Scenario::new(0.5, 11.0, Duration::from_secs(60))
+                .unwrap_err()
+                .field,
+            "scale"
+        );
+        assert_eq!(
+            Scenario::new(60.0, 0.0, Duration::from_secs(60))
+                .unwrap_err()
+                .field,
+            "rate"
+        );
+        assert_eq!(
+            Scenario::new(60.0, 11.0, Duration::ZERO).unwrap_err().field,
+            "outage"
+        );
+    }
+}

@@ -1,0 +1,210 @@
+//! Every metric revenant records, in one place: names, types, labels, and the calls
+//! the runtime makes.
+//!
+//! Recording goes through the [`metrics`] facade: the core records, the program
+//! installs an exporter (`revenant work --metrics-addr` installs the Prometheus one).
+//! With no exporter installed every call here is a no-op costing a few nanoseconds.
+//!
+//! Names follow Prometheus conventions: `revenant_` prefix, base units in the name
+//! (`_seconds`), `_total` on counters. `docs/metrics.md` is the reference; a test
+//! checks that it and `docs/prometheus/alerts.yml` name only metrics listed in
+//! [`METRICS`].
+
+use crate::store::QueueStats;
+
+/// Attempts by how they ended. Labels: `queue`, `kind`, `outcome`, `class`.
+pub const JOB_ATTEMPTS: &str = "revenant_job_attempts_total";
+/// Jobs dead-lettered. Labels: `queue`, `kind`, `reason`.
+pub const DEAD_LETTERS: &str = "revenant_dead_letters_total";
+/// Handler run time. Labels: `queue`, `kind`.
+pub const JOB_RUN_SECONDS: &str = "revenant_job_run_seconds";
+/// Wait from `run_at` to the claim. Label: `queue`.
+pub const JOB_WAIT_SECONDS: &str = "revenant_job_wait_seconds";
+/// Ready and due jobs. Label: `queue`.
+pub const QUEUE_READY: &str = "revenant_queue_ready_jobs";
+/// Scheduled (not yet due, never attempted) jobs.
+pub const QUEUE_SCHEDULED: &str = "revenant_queue_scheduled_jobs";
+/// Jobs waiting out a backoff.
+pub const QUEUE_RETRYING: &str = "revenant_queue_retrying_jobs";
+/// Running (leased) jobs.
+pub const QUEUE_RUNNING: &str = "revenant_queue_running_jobs";
+/// Dead jobs.
+pub const QUEUE_DEAD: &str = "revenant_queue_dead_jobs";
+/// Jobs that died in the last hour.
+pub const QUEUE_DEAD_LAST_HOUR: &str = "revenant_queue_dead_last_hour";
+/// Jobs of the queue completed in the last minute.
+pub const QUEUE_COMPLETED_LAST_MINUTE: &str = "revenant_queue_completed_last_minute";
+/// Failed attempts of the queue in the last minute.
+pub const QUEUE_FAILED_LAST_MINUTE: &str = "revenant_queue_failed_last_minute";
+/// Age of the oldest due job.
+pub const QUEUE_OLDEST_DUE_AGE: &str = "revenant_queue_oldest_due_age_seconds";
+/// Workers serving the queue seen recently.
+pub const QUEUE_WORKERS_ALIVE: &str = "revenant_queue_workers_alive";
+/// When a job of the queue last completed.
+pub const QUEUE_LAST_COMPLETED: &str = "revenant_queue_last_completed_timestamp_seconds";
+/// 1 when the queue is paused.
+pub const QUEUE_PAUSED: &str = "revenant_queue_paused";
+
+/// A metric's type, as Prometheus names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricType {
+    /// Only goes up (resets at process start).
+    Counter,
+    /// A value now.
+    Gauge,
+    /// A distribution in buckets (`_bucket`, `_sum`, `_count`).
+    Histogram,
+}
+
+/// One metric: what `docs/metrics.md` says about it.
+#[derive(Debug, Clone, Copy)]
+pub struct MetricInfo {
+    /// The name.
+    pub name: &'static str,
+    /// Counter, gauge or histogram.
+    pub kind: MetricType,
+    /// Its labels.
+    pub labels: &'static [&'static str],
+    /// What it means (the `# HELP` line).
+    pub help: &'static str,
+}
+
+/// Every metric revenant records.
+pub const METRICS: &[MetricInfo] = &[
+    MetricInfo { name: JOB_ATTEMPTS, kind: MetricType::Counter, labels: &["queue", "kind", "outcome", "class"], help: "Attempts by how they ended: outcome completed, retried, dead, snoozed, cancelled, lease_lost, released or unwritten; class is the failure class (transient, permanent, panic, timeout, decode_error, unknown_kind, lease_expired) or none." },
+    MetricInfo { name: DEAD_LETTERS, kind: MetricType::Counter, labels: &["queue", "kind", "reason"], help: "Jobs dead-lettered, by dead reason (permanent, attempts_exhausted, lease_expired, decode_error, unknown_kind)." },
+    MetricInfo { name: JOB_RUN_SECONDS, kind: MetricType::Histogram, labels: &["queue", "kind"], help: "How long handlers ran, per attempt." },
+    MetricInfo { name: JOB_WAIT_SECONDS, kind: MetricType::Histogram, labels: &["queue"], help: "How long a job waited from its run_at to its claim." },
+    MetricInfo { name: QUEUE_READY, kind: MetricType::Gauge, labels: &["queue"], help: "Depth: jobs ready and due now." },
+    MetricInfo { name: QUEUE_SCHEDULED, kind: MetricType::Gauge, labels: &["queue"], help: "Jobs ready but not yet due, never attempted." },
+    MetricInfo { name: QUEUE_RETRYING, kind: MetricType::Gauge, labels: &["queue"], help: "Jobs waiting out a backoff before their next attempt." },
+    MetricInfo { name: QUEUE_RUNNING, kind: MetricType::Gauge, labels: &["queue"], help: "Jobs running (leased), including expired leases not yet reclaimed." },
+    MetricInfo { name: QUEUE_DEAD, kind: MetricType::Gauge, labels: &["queue"], help: "Dead jobs." },
+    MetricInfo { name: QUEUE_DEAD_LAST_HOUR, kind: MetricType::Gauge, labels: &["queue"], help: "Jobs that died in the last hour." },
+    MetricInfo { name: QUEUE_COMPLETED_LAST_MINUTE, kind: MetricType::Gauge, labels: &["queue"], help: "Jobs completed in the last 60 seconds (throughput without a counter, for `revenant metrics`)." },
+    MetricInfo { name: QUEUE_FAILED_LAST_MINUTE, kind: MetricType::Gauge, labels: &["queue"], help: "Failed attempts (retried or dead, expired leases included) in the last 60 seconds." },
+    MetricInfo { name: QUEUE_OLDEST_DUE_AGE, kind: MetricType::Gauge, labels: &["queue"], help: "Seconds the oldest due job has waited past its run_at; 0 when none is due." },
+    MetricInfo { name: QUEUE_WORKERS_ALIVE, kind: MetricType::Gauge, labels: &["queue"], help: "Workers serving the queue seen in the last 30 seconds." },
+    MetricInfo { name: QUEUE_LAST_COMPLETED, kind: MetricType::Gauge, labels: &["queue"], help: "Unix time a job of the queue last completed; 0 if none is on record." },
+    MetricInfo { name: QUEUE_PAUSED, kind: MetricType::Gauge, labels: &["queue"], help: "1 when claims from the queue are paused, else 0." },
+];
+
+/// Bucket bounds for [`JOB_RUN_SECONDS`]: 5 ms to 5 min, for handlers from a cache
+/// write to a slow report (the default attempt timeout is 30 s).
+pub const RUN_SECONDS_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+
+/// Bucket bounds for [`JOB_WAIT_SECONDS`]: 10 ms to 6 h, from a job picked up at once
+/// to one stuck behind an outage.
+pub const WAIT_SECONDS_BUCKETS: &[f64] = &[
+    0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 21600.0,
+];
+
+/// Registers every metric's help text and unit with the installed recorder. Call once
+/// after installing one; the runtime records without it, only the `# HELP` lines
+/// are then missing.
+pub fn describe() {
+    for m in METRICS {
+        match m.kind {
+            MetricType::Counter => metrics::describe_counter!(m.name, m.help),
+            MetricType::Gauge => metrics::describe_gauge!(m.name, m.help),
+            MetricType::Histogram => metrics::describe_histogram!(m.name, m.help),
+        }
+    }
+}
+
+/// How an attempt ended, for [`JOB_ATTEMPTS`]'s `outcome` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AttemptOutcome {
+    Completed,
+    Retried,
+    Dead,
+    Snoozed,
+    Cancelled,
+    /// The lease was lost: a heartbeat found it gone, or the result was fenced out.
+    LeaseLost,
+    /// Shutdown cancelled the handler and released the lease.
+    Released,
+    /// The result could not be written (the store failed past the drain deadline).
+    Unwritten,
+}
+
+impl AttemptOutcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            AttemptOutcome::Completed => "completed",
+            AttemptOutcome::Retried => "retried",
+            AttemptOutcome::Dead => "dead",
+            AttemptOutcome::Snoozed => "snoozed",
+            AttemptOutcome::Cancelled => "cancelled",
+            AttemptOutcome::LeaseLost => "lease_lost",
+            AttemptOutcome::Released => "released",
+            AttemptOutcome::Unwritten => "unwritten",
+        }
+    }
+}
+
+/// One attempt ended. `class` is the failure class, or `none`.
+pub(crate) fn attempt(queue: &str, kind: &str, outcome: AttemptOutcome, class: &'static str) {
+    metrics::counter!(
+        JOB_ATTEMPTS,
+        "queue" => queue.to_string(),
+        "kind" => kind.to_string(),
+        "outcome" => outcome.as_str(),
+        "class" => class,
+    )
+    .increment(1);
+}
+
+/// One job was dead-lettered.
+pub(crate) fn dead_letter(queue: &str, kind: &str, reason: &str) {
+    metrics::counter!(
+        DEAD_LETTERS,
+        "queue" => queue.to_string(),
+        "kind" => kind.to_string(),
+        "reason" => reason.to_string(),
+    )
+    .increment(1);
+}
+
+/// A handler ran this long.
+pub(crate) fn run_time(queue: &str, kind: &str, seconds: f64) {
+    metrics::histogram!(JOB_RUN_SECONDS, "queue" => queue.to_string(), "kind" => kind.to_string())
+        .record(seconds);
+}
+
+/// A job waited this long from its `run_at` to its claim (both on the store's clock).
+pub(crate) fn wait_time(queue: &str, seconds: f64) {
+    metrics::histogram!(JOB_WAIT_SECONDS, "queue" => queue.to_string()).record(seconds.max(0.0));
+}
+
+/// Sets the per-queue gauges from one stats sample, taken with the default 60 s
+/// interval (the `_last_minute` gauges say so in their names). Used by the worker's maintenance
+/// loop and by `revenant metrics` (with a local recorder).
+pub fn queue_gauges(stats: &[QueueStats]) {
+    for q in stats {
+        let set = |name: &'static str, value: f64| {
+            metrics::gauge!(name, "queue" => q.queue.clone()).set(value);
+        };
+        set(QUEUE_READY, q.ready as f64);
+        set(QUEUE_SCHEDULED, q.scheduled as f64);
+        set(QUEUE_RETRYING, q.retrying as f64);
+        set(QUEUE_RUNNING, q.running as f64);
+        set(QUEUE_DEAD, q.dead as f64);
+        set(QUEUE_DEAD_LAST_HOUR, q.dead_last_hour as f64);
+        set(
+            QUEUE_COMPLETED_LAST_MINUTE,
+            q.completed_last_interval as f64,
+        );
+        set(QUEUE_FAILED_LAST_MINUTE, q.failed_last_interval as f64);
+        set(QUEUE_OLDEST_DUE_AGE, q.oldest_due_age_secs);
+        set(QUEUE_WORKERS_ALIVE, q.workers_alive as f64);
+        set(
+            QUEUE_LAST_COMPLETED,
+            q.last_completed_at
+                .map_or(0.0, |t| t.timestamp_millis() as f64 / 1000.0),
+        );
+        set(QUEUE_PAUSED, if q.paused { 1.0 } else { 0.0 });
+    }
+}

@@ -1,0 +1,584 @@
+//! The checker: reads a ledger and the final job table, and counts what went wrong.
+//!
+//! | count | meaning |
+//! | --- | --- |
+//! | `lost` | an acknowledged enqueue with no row, or a row `completed` with no handler run that returned `Ok` |
+//! | `unexpected` | a row, or a handler run, for a job never enqueued |
+//! | `stuck` | a row not terminal when checked |
+//! | `misclassified` | a terminal row whose state or dead reason differs from what the [`Plan`] predicts, or with fewer attempts than predicted (or, dead from exhaustion, not exactly `max_attempts`) |
+//! | `late_ack_accepted` | an ack applied for an attempt after a newer attempt of the job had been claimed |
+//! | `lease_overlap` | two handler runs of one job overlapping in time while both leases were live |
+//! | `duplicates` | handler runs beyond the attempts the plan predicts |
+//! | `extra_attempts` | attempts counted beyond the prediction, summed over terminal rows (a claim lost with its connection, a duplicate run); not a failure by itself |
+//!
+//! Lease overlap is approximate: a run's lease counts as live from its start until the
+//! first of: its end; the start of an applied ack or release of its lease (a run cut
+//! short by shutdown has no end line, but its release says when it stopped); a
+//! heartbeat answered `lease_lost`; the start of its last applied heartbeat call (or
+//! of its claim call) plus the lease length. The database set the lease at some time
+//! inside those calls, so the last bound is the earliest the lease can have expired:
+//! an overlap counted is one that certainly happened (up to the machine's clock, which
+//! the database and every process share here). Late acks compare the ack call's start
+//! with the newer claim's return, so an ack racing a claim is not counted.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+
+use revenant::{DeadReason, Job, JobState};
+use serde::Serialize;
+
+use crate::behaviour::{Expected, Plan};
+use crate::ledger::{AckOp, AckResult, Event, RunResult};
+
+/// What the checker needs of a job row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinalJob {
+    /// The id.
+    pub id: i64,
+    /// Its state.
+    pub status: JobState,
+    /// Attempts spent.
+    pub attempts: i32,
+    /// Why it is dead, if it is.
+    pub dead_reason: Option<DeadReason>,
+}
+
+impl From<&Job> for FinalJob {
+    fn from(job: &Job) -> Self {
+        FinalJob {
+            id: job.id,
+            status: job.status,
+            attempts: job.attempts,
+            dead_reason: job.dead_reason,
+        }
+    }
+}
+
+/// The checker's counts, and the first few problems in words.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Report {
+    /// Jobs the ledger says were enqueued.
+    pub enqueued: usize,
+    /// Rows `completed`.
+    pub completed: usize,
+    /// Rows `dead`.
+    pub dead: usize,
+    /// Handler runs in the ledger.
+    pub runs: usize,
+    /// See the module docs.
+    pub lost: usize,
+    /// See the module docs.
+    pub unexpected: usize,
+    /// See the module docs.
+    pub stuck: usize,
+    /// See the module docs.
+    pub misclassified: usize,
+    /// See the module docs.
+    pub late_ack_accepted: usize,
+    /// See the module docs.
+    pub lease_overlap: usize,
+    /// See the module docs.
+    pub duplicates: usize,
+    /// See the module docs.
+    pub extra_attempts: usize,
+    /// Up to 20 problems, each naming its job.
+    pub examples: Vec<String>,
+}
+
+impl Report {
+    /// No job lost, unexpected, stuck or misclassified, no late ack accepted, no lease
+    /// overlap. Duplicates are not counted here: at-least-once allows them, and a test
+    /// asserts its own bound.
+    pub fn is_safe(&self) -> bool {
+        self.lost == 0
+            && self.unexpected == 0
+            && self.stuck == 0
+            && self.misclassified == 0
+            && self.late_ack_accepted == 0
+            && self.lease_overlap == 0
+    }
+
+    fn problem(&mut self, message: String) {
+        if self.examples.len() < 20 {
+            self.examples.push(message);
+        }
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "enqueued={} completed={} dead={} runs={} lost={} unexpected={} stuck={} misclassified={} late_ack_accepted={} lease_overlap={} duplicates={} extra_attempts={}",
+            self.enqueued,
+            self.completed,
+            self.dead,
+            self.runs,
+            self.lost,
+            self.unexpected,
+            self.stuck,
+            self.misclassified,
+            self.late_ack_accepted,
+            self.lease_overlap,
+            self.duplicates,
+            self.extra_attempts
+        )?;
+        for example in &self.examples {
+            write!(f, "\n  - {example}")?;
+        }
+        Ok(())
+    }
+}
+
+/// One handler run, joined from its start, end and claim lines.
+#[derive(Debug, Clone)]
+struct Run {
+    pid: u32,
+    attempt: i32,
+    start: i64,
+    end: Option<(i64, RunResult)>,
+    lease_us: i64,
+    token: Option<i64>,
+    /// When the claim call started: the lease began no earlier.
+    claimed: Option<i64>,
+}
+
+/// Checks `events` (the whole ledger) against `jobs` (every row of the queue under
+/// test) and the plan that drove the handlers.
+pub fn check(plan: &Plan, events: &[Event], jobs: &[FinalJob]) -> Report {
+    let mut report = Report::default();
+
+    let mut enqueued: HashMap<i64, i32> = HashMap::new();
+    // (pid, job, attempt) -> token, and (job, token) -> (attempt, returned at).
+    let mut claim_tokens: HashMap<(u32, i64, i32), (i64, i64)> = HashMap::new();
+    let mut claims: HashMap<(i64, i64), (i32, i64)> = HashMap::new();
+    let mut claims_by_job: HashMap<i64, Vec<(i32, i64)>> = HashMap::new();
+    let mut runs: BTreeMap<i64, Vec<Run>> = BTreeMap::new();
+    let mut run_index: HashMap<(u32, i64, i32), (i64, usize)> = HashMap::new();
+    let mut last_beat: HashMap<(i64, i64), i64> = HashMap::new();
+    let mut lease_ended: HashMap<(i64, i64), i64> = HashMap::new();
+    let mut acks = Vec::new();
+
+    for event in events {
+        match event {
+            Event::Enqueued {
+                ids, max_attempts, ..
+            } => {
+                for id in ids {
+                    enqueued.insert(*id, *max_attempts);
+                }
+            }
+            Event::Claimed {
+                job,
+                attempt,
+                token,
+                pid,
+                t0,
+                t,
+            } => {
+                claim_tokens.insert((*pid, *job, *attempt), (*token, *t0));
+                claims.insert((*job, *token), (*attempt, *t));
+                claims_by_job.entry(*job).or_default().push((*attempt, *t));
+            }
+            Event::Start {
+                job,
+                attempt,
+                pid,
+                lease_ms,
+                t,
+            } => {
+                let list = runs.entry(*job).or_default();
+                run_index.insert((*pid, *job, *attempt), (*job, list.len()));
+                // A process's file is in its own order: the latest claim of this
+                // (job, attempt) read so far is the one this run holds, even when a
+                // released attempt is claimed again by the same process.
+                let claim = claim_tokens.get(&(*pid, *job, *attempt)).copied();
+                list.push(Run {
+                    pid: *pid,
+                    attempt: *attempt,
+                    start: *t,
+                    end: None,
+                    lease_us: i64::try_from(*lease_ms).unwrap_or(i64::MAX / 2) * 1000,
+                    token: claim.map(|(token, _)| token),
+                    claimed: claim.map(|(_, t0)| t0),
+                });
+            }
+            Event::End {
+                job,
+                attempt,
+                pid,
+                result,
+                t,
+            } => {
+                if let Some((job, i)) = run_index.get(&(*pid, *job, *attempt)) {
+                    if let Some(run) = runs.get_mut(job).and_then(|l| l.get_mut(*i)) {
+                        run.end = Some((*t, *result));
+                    }
+                }
+            }
+            Event::Ack {
+                op: AckOp::Heartbeat,
+                job,
+                token,
+                result: AckResult::Applied,
+                t0,
+                ..
+            } => {
+                // The database renewed the lease at some time in [t0, t]; the lower
+                // bound keeps the overlap count free of false alarms.
+                let beat = last_beat.entry((*job, *token)).or_insert(*t0);
+                *beat = (*beat).max(*t0);
+            }
+            Event::Ack {
+                op: AckOp::Heartbeat,
+                job,
+                token,
+                result: AckResult::LeaseLost,
+                t,
+                ..
+            } => {
+                // The runtime cancels the handler as soon as it learns this.
+                let end = lease_ended.entry((*job, *token)).or_insert(*t);
+                *end = (*end).min(*t);
+            }
+            Event::Ack {
+                op,
+                job,
+                token,
+                result: AckResult::Applied,
+                t0,
+                ..
+            } => {
+                // The handler had stopped before its result (or release) was sent.
+                let end = lease_ended.entry((*job, *token)).or_insert(*t0);
+                *end = (*end).min(*t0);
+                acks.push((*op, *job, *token, *t0));
+            }
+            Event::Ack { .. } | Event::Process { .. } => {}
+        }
+    }
+    report.enqueued = enqueued.len();
+    report.runs = runs.values().map(Vec::len).sum();
+
+    // Rows against enqueues and the plan.
+    let mut seen = HashSet::new();
+    for row in jobs {
+        seen.insert(row.id);
+        match row.status {
+            JobState::Completed => report.completed += 1,
+            JobState::Dead => report.dead += 1,
+            _ => {}
+        }
+        let Some(&max_attempts) = enqueued.get(&row.id) else {
+            report.unexpected += 1;
+            report.problem(format!("job {}: in the table, never enqueued", row.id));
+            continue;
+        };
+        if !row.status.is_terminal() {
+            report.stuck += 1;
+            report.problem(format!(
+                "job {}: stuck {} after {} attempts",
+                row.id,
+                row.status.as_str(),
+                row.attempts
+            ));
+            continue;
+        }
+        let expected = plan.expected(row.id, max_attempts);
+        let matches = match expected {
+            // A claim lost with its connection spends an attempt no handler saw, so
+            // completed and permanent jobs may show more attempts than predicted.
+            Expected::Completed { attempts } => {
+                row.status == JobState::Completed && row.attempts >= attempts
+            }
+            Expected::DeadPermanent { attempts } => {
+                row.status == JobState::Dead
+                    && row.dead_reason == Some(DeadReason::Permanent)
+                    && row.attempts >= attempts
+            }
+            Expected::DeadExhausted { attempts } => {
+                row.status == JobState::Dead
+                    && row.dead_reason == Some(DeadReason::AttemptsExhausted)
+                    && row.attempts == attempts
+            }
+        };
+        report.extra_attempts +=
+            usize::try_from(row.attempts.saturating_sub(expected.attempts())).unwrap_or(0);
+        if !matches {
+            report.misclassified += 1;
+            report.problem(format!(
+                "job {}: {} ({:?}) after {} attempts; the plan predicts {expected:?}",
+                row.id,
+                row.status.as_str(),
+                row.dead_reason.map(DeadReason::as_str),
+                row.attempts
+            ));
+        }
+        let ran_ok = runs.get(&row.id).is_some_and(|list| {
+            list.iter()
+                .any(|r| matches!(r.end, Some((_, RunResult::Ok))))
+        });
+        if row.status == JobState::Completed && !ran_ok {
+            report.lost += 1;
+            report.problem(format!(
+                "job {}: completed, but no handler run returned Ok",
+                row.id
+            ));
+        }
+    }
+    let mut missing: Vec<i64> = enqueued
+        .keys()
+        .filter(|id| !seen.contains(id))
+        .copied()
+        .collect();
+    missing.sort_unstable();
+    for id in missing {
+        report.lost += 1;
+        report.problem(format!("job {id}: enqueued, not in the table"));
+    }
+
+    // Runs: unexpected, duplicates, overlaps.
+    for (job, list) in &mut runs {
+        let Some(&max_attempts) = enqueued.get(job) else {
+            report.unexpected += list.len();
+            report.problem(format!(
+                "job {job}: {} handler runs, never enqueued",
+                list.len()
+            ));
+            continue;
+        };
+        let expected = usize::try_from(plan.expected(*job, max_attempts).attempts()).unwrap_or(0);
+        if list.len() > expected {
+            report.duplicates += list.len() - expected;
+            report.problem(format!(
+                "job {job}: {} handler runs, {expected} expected (attempts {:?})",
+                list.len(),
+                list.iter().map(|r| r.attempt).collect::<Vec<_>>()
+            ));
+        }
+        list.sort_by_key(|r| r.start);
+        let live_until = |r: &Run| {
+            let leased = r.claimed.unwrap_or(r.start);
+            let renewed = r
+                .token
+                .and_then(|token| last_beat.get(&(*job, token)).copied())
+                .unwrap_or(leased)
+                .max(leased);
+            let mut lease_end = renewed.saturating_add(r.lease_us);
+            if let Some(&ended) = r.token.and_then(|token| lease_ended.get(&(*job, token))) {
+                lease_end = lease_end.min(ended.max(r.start));
+            }
+            r.end.map_or(lease_end, |(end, _)| end.min(lease_end))
+        };
+        for (i, a) in list.iter().enumerate() {
+            for b in &list[i + 1..] {
+                if b.start < live_until(a) && a.start < live_until(b) {
+                    report.lease_overlap += 1;
+                    report.problem(format!(
+                        "job {job}: attempt {} (pid {}) and attempt {} (pid {}) ran at once under live leases",
+                        a.attempt, a.pid, b.attempt, b.pid
+                    ));
+                }
+            }
+        }
+    }
+
+    // Acks applied after a newer attempt was claimed.
+    for (op, job, token, t0) in acks {
+        let Some(&(attempt, _)) = claims.get(&(job, token)) else {
+            continue;
+        };
+        let newer = claims_by_job
+            .get(&job)
+            .into_iter()
+            .flatten()
+            .any(|&(a, claimed)| a > attempt && claimed < t0);
+        if newer {
+            report.late_ack_accepted += 1;
+            report.problem(format!(
+                "job {job}: {op:?} of attempt {attempt} applied after a newer attempt was claimed"
+            ));
+        }
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::behaviour::Mix;
+
+    fn plan() -> Plan {
+        Plan {
+            seed: 3,
+            mix: Mix::default(),
+        }
+    }
+
+    fn run(job: i64, attempt: i32, pid: u32, start: i64, end: Option<i64>) -> Vec<Event> {
+        let mut events = vec![
+            Event::Claimed {
+                job,
+                attempt,
+                token: job * 100 + i64::from(attempt),
+                pid,
+                t0: start - 2,
+                t: start - 1,
+            },
+            Event::Start {
+                job,
+                attempt,
+                pid,
+                lease_ms: 1,
+                t: start,
+            },
+        ];
+        if let Some(t) = end {
+            events.push(Event::End {
+                job,
+                attempt,
+                pid,
+                result: RunResult::Ok,
+                t,
+            });
+        }
+        events
+    }
+
+    fn done(id: i64, attempts: i32) -> FinalJob {
+        FinalJob {
+            id,
+            status: JobState::Completed,
+            attempts,
+            dead_reason: None,
+        }
+    }
+
+    fn enqueued(ids: Vec<i64>) -> Event {
+        Event::Enqueued {
+            ids,
+            max_attempts: 3,
+            t: 0,
+        }
+    }
+
+    #[test]
+    fn a_clean_run_is_safe_with_no_duplicates() {
+        let mut events = vec![enqueued(vec![1, 2])];
+        events.extend(run(1, 1, 10, 100, Some(200)));
+        events.extend(run(2, 1, 11, 100, Some(200)));
+        let report = check(&plan(), &events, &[done(1, 1), done(2, 1)]);
+        assert!(report.is_safe(), "{report}");
+        assert_eq!(
+            (report.duplicates, report.runs, report.completed),
+            (0, 2, 2)
+        );
+    }
+
+    #[test]
+    fn lost_stuck_unexpected_and_misclassified_jobs_are_counted() {
+        let mut events = vec![enqueued(vec![1, 2, 3, 4])];
+        events.extend(run(2, 1, 10, 100, Some(200)));
+        events.extend(run(9, 1, 10, 100, Some(200)));
+        let stuck = FinalJob {
+            status: JobState::Running,
+            ..done(3, 1)
+        };
+        let dead = FinalJob {
+            status: JobState::Dead,
+            dead_reason: Some(DeadReason::LeaseExpired),
+            ..done(4, 1)
+        };
+        // 1: missing; 2: fine; 3: stuck; 4: dead although it succeeds; 5: never enqueued.
+        let report = check(&plan(), &events, &[done(2, 1), stuck, dead, done(5, 1)]);
+        assert_eq!(report.lost, 1, "{report}");
+        assert_eq!(report.stuck, 1, "{report}");
+        assert_eq!(report.misclassified, 1, "{report}");
+        assert_eq!(report.unexpected, 2, "a row and a run: {report}");
+        assert!(!report.is_safe());
+    }
+
+    #[test]
+    fn a_completed_row_without_a_successful_run_is_lost() {
+        let events = vec![enqueued(vec![1])];
+        let report = check(&plan(), &events, &[done(1, 1)]);
+        assert_eq!(report.lost, 1, "{report}");
+    }
+
+    #[test]
+    fn overlapping_runs_under_live_leases_count_and_sequential_ones_do_not() {
+        // Lease 1 ms = 1000 µs. Job 1: second run starts while the first still runs.
+        let mut events = vec![enqueued(vec![1, 2])];
+        events.extend(run(1, 1, 10, 1_000, Some(1_800)));
+        events.extend(run(1, 2, 11, 1_500, Some(1_900)));
+        // Job 2: the first run's lease ran out (no heartbeat) before the second began.
+        events.extend(run(2, 1, 10, 1_000, None));
+        events.extend(run(2, 2, 11, 2_500, Some(2_600)));
+        let report = check(&plan(), &events, &[done(1, 2), done(2, 2)]);
+        assert_eq!(report.lease_overlap, 1, "{report}");
+        assert_eq!(report.duplicates, 2, "{report}");
+        assert_eq!(
+            report.misclassified, 0,
+            "completed, with more attempts than predicted"
+        );
+        assert_eq!(report.extra_attempts, 2, "{report}");
+    }
+
+    #[test]
+    fn a_heartbeat_keeps_a_lease_live_past_its_first_length() {
+        let mut events = vec![enqueued(vec![1])];
+        events.extend(run(1, 1, 10, 1_000, None));
+        events.push(Event::Ack {
+            op: AckOp::Heartbeat,
+            job: 1,
+            token: 101,
+            result: AckResult::Applied,
+            pid: 10,
+            t0: 1_700,
+            t: 1_800,
+        });
+        events.extend(run(1, 2, 11, 2_500, Some(2_600)));
+        let report = check(&plan(), &events, &[done(1, 2)]);
+        assert_eq!(report.lease_overlap, 1, "{report}");
+    }
+
+    #[test]
+    fn a_run_cut_short_and_released_does_not_overlap_the_next_one() {
+        let mut events = vec![enqueued(vec![1])];
+        // Lease 1 ms; cut short (no end), released at 1_200, reclaimed at 1_500.
+        events.extend(run(1, 1, 10, 1_000, None));
+        events.push(Event::Ack {
+            op: AckOp::Release,
+            job: 1,
+            token: 101,
+            result: AckResult::Applied,
+            pid: 10,
+            t0: 1_200,
+            t: 1_300,
+        });
+        events.extend(run(1, 2, 11, 1_500, Some(1_600)));
+        let report = check(&plan(), &events, &[done(1, 2)]);
+        assert_eq!(report.lease_overlap, 0, "{report}");
+        assert_eq!(report.duplicates, 1, "{report}");
+    }
+
+    #[test]
+    fn an_ack_applied_after_a_newer_claim_is_a_late_ack() {
+        let mut events = vec![enqueued(vec![1])];
+        events.extend(run(1, 1, 10, 1_000, Some(1_100)));
+        events.extend(run(1, 2, 11, 3_000, Some(3_100)));
+        for (token, t0) in [(101, 5_000), (102, 3_200)] {
+            events.push(Event::Ack {
+                op: AckOp::Complete,
+                job: 1,
+                token,
+                result: AckResult::Applied,
+                pid: 10,
+                t0,
+                t: t0 + 10,
+            });
+        }
+        let report = check(&plan(), &events, &[done(1, 2)]);
+        assert_eq!(report.late_ack_accepted, 1, "{report}");
+    }
+}

@@ -1,0 +1,23 @@
+//! revenant's torture harness (the seed of issue 10): worker processes whose handlers
+//! behave as a pure function of (seed, job id, attempt), a ledger outside the queue,
+//! and a checker that reads the ledger against the final job table.
+//!
+//! - [`behaviour`]: the [`Plan`](behaviour::Plan): what each attempt of each job does,
+//!   and how each job must end;
+//! - [`ledger`]: append-only JSON-lines files, one per process;
+//! - [`recording`]: a store wrapper that records claims (with lease tokens) and the
+//!   answers to acks and heartbeats;
+//! - [`worker`]: the `revenant-torture-worker` process;
+//! - [`fleet`]: the driver's side: bulk enqueue, start and stop worker processes, wait
+//!   for a drain, read the job table;
+//! - [`checker`]: lost, unexpected, stuck, misclassified, late_ack_accepted,
+//!   lease_overlap and duplicates.
+//!
+//! `docs/reliability.md` describes the harness for readers.
+
+pub mod behaviour;
+pub mod checker;
+pub mod fleet;
+pub mod ledger;
+pub mod recording;
+pub mod worker;
