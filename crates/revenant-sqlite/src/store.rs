@@ -236,10 +236,19 @@ impl SqliteStore {
         &self,
     ) -> Result<(MutexGuard<'_, ()>, Transaction<'static, Sqlite>), StoreError> {
         let guard = self.write_lock.lock().await;
-        let tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
+        // BEGIN runs in its own task. A caller dropped half-way through `begin_with`
+        // (a select that picked another branch, a timeout, an HTTP client gone) would
+        // otherwise leave the BEGIN executed on a pooled connection with no
+        // Transaction to roll it back: that connection keeps SQLite's write lock and
+        // every later writer waits for good. In a task, the Transaction is always
+        // built, and dropping it rolls back.
+        let pool = self.pool.clone();
+        let tx = tokio::spawn(async move { pool.begin_with("BEGIN IMMEDIATE").await })
             .await
+            .map_err(|err| StoreError::Backend {
+                message: format!("the task starting a write transaction failed: {err}"),
+                source: Some(Box::new(err)),
+            })?
             .map_err(classify)?;
         Ok((guard, tx))
     }

@@ -250,3 +250,40 @@ async fn heartbeats_hold_the_lease_for_ten_lease_lengths() {
     let beats = observed.record.lock().unwrap().heartbeats;
     assert!(beats >= 25, "heartbeats every 100 ms over 3 s: {beats}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_finishing_during_a_heartbeat_does_not_freeze_the_worker() {
+    // Regression: the executor kept its heartbeat future alive, unpolled, while it
+    // wrote the attempt's result. A heartbeat caught in the middle of its store call
+    // held SQLite's write turn; the completer then waited on it forever and every
+    // claim after it did too. Handlers that run exactly one heartbeat interval make
+    // that collision near certain across a few hundred jobs.
+    let db = Db::new();
+    let store = db.store().await;
+    let jobs: Vec<NewJob> = (0..300)
+        .map(|i| NewJob::new("q", "beat", serde_json::json!(i)))
+        .collect();
+    enqueue(store.as_ref(), jobs).await;
+    let lease = ms(300); // heartbeat every 100 ms
+    let worker = Worker::builder(store.clone())
+        .worker_id("w")
+        .queue("q", 16)
+        .policies(PolicySet::new(policy(3, lease)))
+        .poll_interval(ms(20))
+        .handler_fn("beat", |_ctx: JobContext, _: u64| async move {
+            tokio::time::sleep(ms(100)).await;
+            Ok(())
+        })
+        .build()
+        .unwrap();
+    let (stop, task) = start(worker);
+    wait_for_drain(store.as_ref(), "q", Duration::from_secs(30)).await;
+    stop.shutdown();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the worker shuts down")
+        .unwrap();
+    let jobs = all_jobs(store.as_ref()).await;
+    assert_eq!(jobs.len(), 300);
+    assert!(jobs.iter().all(|job| job.status == JobState::Completed));
+}

@@ -82,8 +82,18 @@ pub(crate) async fn run(
     }
 
     let mut task = tokio::spawn(shared.registry.dispatch(ctx, job.payload.clone()));
-    let heartbeat = heartbeat(&shared, lease, &policy, claim_lease);
-    tokio::pin!(heartbeat);
+    // The heartbeat runs in its own task and is stopped, never cancelled mid-call: a
+    // store call dropped half-way can leave its write turn (SQLite) or a row lock
+    // (Postgres) behind, and the result written below would wait on it forever. The
+    // worker froze this way when a handler finished while a heartbeat was in flight.
+    let beat_stop = CancellationToken::new();
+    let mut beats = tokio::spawn(heartbeat(
+        shared.clone(),
+        lease,
+        policy,
+        claim_lease,
+        beat_stop.clone(),
+    ));
     let ended = tokio::select! {
         biased;
         joined = &mut task => Ended::Outcome(match joined {
@@ -94,9 +104,19 @@ pub(crate) async fn run(
         _ = tokio::time::sleep_until(started + policy.attempt_timeout()) => {
             Ended::Outcome(Outcome::Timeout { after: policy.attempt_timeout() })
         }
-        _ = &mut heartbeat => Ended::LeaseLost,
+        beat = &mut beats => match beat {
+            Ok(Beat::LeaseLost) => Ended::LeaseLost,
+            // Stopped (not by us) or the task failed: the lease can no longer be
+            // kept, so the attempt cannot be trusted either.
+            _ => Ended::LeaseLost,
+        },
         _ = shared.hard_stop.cancelled() => Ended::Shutdown,
     };
+    beat_stop.cancel();
+    if !beats.is_finished() {
+        // Lets a heartbeat already in flight finish its store call.
+        let _ = beats.await;
+    }
     if matches!(ended, Ended::Outcome(_)) {
         metrics::run_time(&job.queue, &job.kind, started.elapsed().as_secs_f64());
     }
@@ -135,11 +155,27 @@ pub(crate) async fn run(
     }
 }
 
-/// Extends the lease every `policy.heartbeat()`. Completes only when the lease is lost;
-/// never completes when heartbeats are off.
-async fn heartbeat(shared: &Shared, lease: LeaseRef, policy: &RetryPolicy, claim_lease: Duration) {
+/// How the heartbeat task ended.
+enum Beat {
+    /// A heartbeat found the lease lost.
+    LeaseLost,
+    /// The executor stopped it.
+    Stopped,
+}
+
+/// Extends the lease every `policy.heartbeat()` until the lease is lost or `stop`
+/// fires. A store call, once started, always runs to its end. When heartbeats are
+/// off, it only waits for `stop`.
+async fn heartbeat(
+    shared: Arc<Shared>,
+    lease: LeaseRef,
+    policy: RetryPolicy,
+    claim_lease: Duration,
+    stop: CancellationToken,
+) -> Beat {
     if !shared.heartbeats {
-        return std::future::pending().await;
+        stop.cancelled().await;
+        return Beat::Stopped;
     }
     // A kind with its own lease sets it now rather than at the first beat.
     let mut next = if policy.lease() == claim_lease {
@@ -148,7 +184,11 @@ async fn heartbeat(shared: &Shared, lease: LeaseRef, policy: &RetryPolicy, claim
         Instant::now()
     };
     loop {
-        tokio::time::sleep_until(next).await;
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => return Beat::Stopped,
+            _ = tokio::time::sleep_until(next) => {}
+        }
         let result = shared
             .store
             .job_heartbeat(JobHeartbeatParams {
@@ -159,7 +199,7 @@ async fn heartbeat(shared: &Shared, lease: LeaseRef, policy: &RetryPolicy, claim
             .await;
         next = match result {
             Ok(Fenced::Applied) => Instant::now() + policy.heartbeat(),
-            Ok(Fenced::LeaseLost) => return,
+            Ok(Fenced::LeaseLost) => return Beat::LeaseLost,
             Err(err) => {
                 // Not the job's fault: try again soon. If the store stays down past the
                 // lease, the next heartbeat that gets through finds the lease lost.
