@@ -243,9 +243,17 @@ pub fn render(chart: &Chart) -> String {
         escape(&chart.title)
     );
     if let Some(subtitle) = &chart.subtitle {
+        // A long scenario line is squeezed to the chart's width rather than cut off
+        // at its edge (about 6.5 px per character at this size).
+        let room = WIDTH - LEFT - 16.0;
+        let fit = if subtitle.chars().count() as f64 * 6.5 > room {
+            format!(r#" textLength="{room:.0}" lengthAdjust="spacingAndGlyphs""#)
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             svg,
-            r##"<text x="{LEFT}" y="46" font-size="12" fill="#555">{}</text>"##,
+            r##"<text x="{LEFT}" y="46" font-size="12" fill="#555"{fit}>{}</text>"##,
             escape(subtitle)
         );
     }
