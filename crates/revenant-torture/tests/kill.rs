@@ -11,10 +11,9 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use revenant_torture::behaviour::{Mix, Plan};
 use revenant_torture::checker;
-use revenant_torture::fleet::{self, WorkerSpec};
+use revenant_torture::fleet;
 use revenant_torture::ledger::{self, now_micros, Event};
-use revenant_torture::worker;
-use support::{count, PgSchema, POOL, WORKER_EXE};
+use support::{count, Fleet, PgSchema};
 
 const QUEUE: &str = "torture";
 const LEASE_MS: u64 = 3_000;
@@ -29,24 +28,13 @@ async fn a_killed_worker_loses_no_job_and_its_jobs_are_reclaimed_after_their_lea
         seed: 9,
         mix: Mix::all_sleep(200),
     };
-    let dir = tempfile::tempdir().unwrap();
-    let ledger_dir = dir.path().join("ledger");
-    let driver = fleet::driver_ledger(&ledger_dir).unwrap();
-    let store = worker::connect(&db.url, Some(&db.schema), Some(POOL))
-        .await
-        .unwrap();
-    fleet::enqueue(store.as_ref(), QUEUE, jobs, 1000, 3, Some(&driver))
-        .await
-        .unwrap();
-
-    let mut spec = WorkerSpec::new(WORKER_EXE, &db.url, QUEUE);
-    spec.schema = Some(db.schema.clone());
-    spec.max_connections = Some(POOL);
-    spec.plan = plan;
-    spec.concurrency = 10;
+    let Fleet {
+        dir: _dir,
+        ledger_dir,
+        store,
+        mut spec,
+    } = Fleet::enqueue(&db, QUEUE, jobs, plan).await;
     spec.lease_ms = LEASE_MS;
-    spec.ledger_dir = Some(ledger_dir.clone());
-    spec.log_dir = dir.path().join("logs");
     let mut victim = spec.spawn(0).unwrap();
     let mut survivor = spec.spawn(1).unwrap();
     let victim_pid = victim.pid();

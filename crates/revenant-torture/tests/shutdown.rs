@@ -12,10 +12,9 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use revenant_torture::behaviour::{Mix, Plan};
 use revenant_torture::checker;
-use revenant_torture::fleet::{self, WorkerSpec};
+use revenant_torture::fleet;
 use revenant_torture::ledger::{self, now_micros, AckOp, AckResult, Event};
-use revenant_torture::worker;
-use support::{count, PgSchema, POOL, WORKER_EXE};
+use support::{count, Fleet, PgSchema};
 
 const QUEUE: &str = "torture";
 
@@ -29,23 +28,12 @@ async fn sigterm_mid_run_releases_running_leases_and_claims_nothing_after() {
         seed: 2,
         mix: Mix::all_sleep(400),
     };
-    let dir = tempfile::tempdir().unwrap();
-    let ledger_dir = dir.path().join("ledger");
-    let driver = fleet::driver_ledger(&ledger_dir).unwrap();
-    let store = worker::connect(&db.url, Some(&db.schema), Some(POOL))
-        .await
-        .unwrap();
-    fleet::enqueue(store.as_ref(), QUEUE, jobs, 1000, 3, Some(&driver))
-        .await
-        .unwrap();
-
-    let mut spec = WorkerSpec::new(WORKER_EXE, &db.url, QUEUE);
-    spec.schema = Some(db.schema.clone());
-    spec.max_connections = Some(POOL);
-    spec.plan = plan;
-    spec.concurrency = 10;
-    spec.ledger_dir = Some(ledger_dir.clone());
-    spec.log_dir = dir.path().join("logs");
+    let Fleet {
+        dir: _dir,
+        ledger_dir,
+        store,
+        mut spec,
+    } = Fleet::enqueue(&db, QUEUE, jobs, plan).await;
     // Shorter than a job: the signalled worker must cancel and release.
     spec.grace_ms = 100;
     let mut stopping = spec.spawn(0).unwrap();

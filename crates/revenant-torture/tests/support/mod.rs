@@ -350,3 +350,45 @@ impl Drop for Cluster {
         let _ = std::fs::remove_dir_all(&self.0.dir);
     }
 }
+
+/// A fleet scenario on a fresh schema: jobs enqueued (three attempts each, recorded in
+/// the driver's ledger) and a worker spec ready to spawn, at concurrency 10, with its
+/// ledger and logs in a temporary directory.
+pub struct Fleet {
+    /// Holds the ledger and logs; removed when the fleet is dropped.
+    pub dir: tempfile::TempDir,
+    /// Where every process writes its ledger.
+    pub ledger_dir: PathBuf,
+    /// The test's own connection to the queue.
+    pub store: std::sync::Arc<dyn revenant::Store>,
+    /// The workers to spawn; tests adjust it before spawning.
+    pub spec: WorkerSpec,
+}
+
+impl Fleet {
+    /// Enqueues `jobs` jobs on `queue` and prepares the workers that run `plan`.
+    pub async fn enqueue(db: &PgSchema, queue: &str, jobs: usize, plan: Plan) -> Fleet {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger_dir = dir.path().join("ledger");
+        let driver = fleet::driver_ledger(&ledger_dir).unwrap();
+        let store = worker::connect(&db.url, Some(&db.schema), Some(POOL))
+            .await
+            .unwrap();
+        fleet::enqueue(store.as_ref(), queue, jobs, 1000, 3, Some(&driver))
+            .await
+            .unwrap();
+        let mut spec = WorkerSpec::new(WORKER_EXE, &db.url, queue);
+        spec.schema = Some(db.schema.clone());
+        spec.max_connections = Some(POOL);
+        spec.plan = plan;
+        spec.concurrency = 10;
+        spec.ledger_dir = Some(ledger_dir.clone());
+        spec.log_dir = dir.path().join("logs");
+        Fleet {
+            dir,
+            ledger_dir,
+            store,
+            spec,
+        }
+    }
+}
