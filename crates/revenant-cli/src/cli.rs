@@ -38,16 +38,23 @@ pub enum Command {
     /// List, pause and resume queues.
     #[command(subcommand)]
     Queues(QueuesCommand),
-    /// The four numbers per queue: depth, oldest due job, dead, workers alive.
+    /// The four numbers per queue: depth, oldest due job, dead, workers alive; and the
+    /// dependencies' breakers, rate limits and retry budgets.
     Stats(StatsArgs),
+    /// List the dependencies' circuit breakers, rate limits and retry budgets; open,
+    /// close or release a breaker by hand.
+    #[command(subcommand)]
+    Breaker(crate::commands::BreakerCommand),
     /// Print a retry policy's schedule: each retry's delay range and the total span.
     Policy(PolicyArgs),
     /// Play the outage story in virtual time, without a database: what a policy does
     /// to the provider's load and to the jobs.
     Simulate(crate::commands::SimulateArgs),
     /// The Friday outage end to end on embedded SQLite, in a temporary directory: a
-    /// fake email provider down for a simulated 30 minutes, a poison receipt, the
-    /// summary beside the simulator's prediction, a chart, and the redrive.
+    /// fake email provider down for a simulated 30 minutes, protected by a circuit
+    /// breaker, a rate limit and a retry budget (--no-breaker to compare), a poison
+    /// receipt, the summary beside the simulator's prediction, a chart, and the
+    /// redrive.
     Demo(crate::commands::DemoArgs),
     /// Run a worker for the built-in kinds (`http`; `exec` for allowed commands)
     /// until SIGTERM or Ctrl-C.
@@ -59,6 +66,10 @@ pub enum Command {
     /// Print the queue gauges computed from the store now, in Prometheus text format
     /// (for a textfile collector). A worker serves live metrics with --metrics-addr.
     Metrics(crate::commands::MetricsArgs),
+    /// Serve the HTTP API (producers, remote workers, operators), /metrics and the
+    /// web dashboard until SIGTERM or Ctrl-C. Tokens come from --config and
+    /// REVENANT_TOKENS; without any, only a loopback address is allowed.
+    Serve(crate::commands::ServeArgs),
 }
 
 /// `revenant enqueue`.

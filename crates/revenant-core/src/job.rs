@@ -303,6 +303,14 @@ pub struct Job {
     /// `lease_expired`, [`crate::fingerprint::lease_expired`]). Cleared on redrive.
     #[serde(default)]
     pub fingerprint: Option<String>,
+    /// The dependency (the service it calls) a worker found for it, recorded the first
+    /// time a worker protecting dependencies claimed it. See [`crate::dependency`].
+    #[serde(default)]
+    pub dependency: Option<String>,
+    /// While `ready`: why it is waiting on its dependency (parked by an open breaker,
+    /// holding a rate-limit turn, over the retry budget); `None` otherwise.
+    #[serde(default)]
+    pub dependency_wait: Option<crate::dependency::WaitReason>,
 }
 
 /// A job to enqueue. Build one with [`NewJob::new`] and the `with_*` methods; every
@@ -340,6 +348,43 @@ pub struct NewJob {
     pub correlation_id: Option<String>,
 }
 
+/// Refuses a payload deeper than [`NewJob::MAX_PAYLOAD_DEPTH`] or holding U+0000 in a
+/// string or a key (PostgreSQL's jsonb cannot store it, and a job accepted by one
+/// backend must be accepted by the other). Walks without recursion, so any depth is
+/// safe to check. The depth limit and the backends' disagreement over U+0000 were found
+/// by the torture suite's hostile-input test (seed 19).
+fn check_payload(payload: &serde_json::Value) -> Result<(), InputError> {
+    let mut stack = vec![(payload, 0_usize)];
+    while let Some((value, depth)) = stack.pop() {
+        let nul = || InputError::new("payload", "contains the character U+0000 (NUL)");
+        match value {
+            serde_json::Value::String(text) if text.contains('\0') => return Err(nul()),
+            serde_json::Value::Array(_) | serde_json::Value::Object(_)
+                if depth >= NewJob::MAX_PAYLOAD_DEPTH =>
+            {
+                return Err(InputError::new(
+                    "payload",
+                    format!(
+                        "nests deeper than {} levels of arrays and objects",
+                        NewJob::MAX_PAYLOAD_DEPTH
+                    ),
+                ));
+            }
+            serde_json::Value::Array(items) => {
+                stack.extend(items.iter().map(|item| (item, depth + 1)));
+            }
+            serde_json::Value::Object(map) => {
+                if map.keys().any(|key| key.contains('\0')) {
+                    return Err(nul());
+                }
+                stack.extend(map.values().map(|item| (item, depth + 1)));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 impl NewJob {
     /// The largest payload accepted, serialized: 1 MiB. A queue row is not a blob
     /// store; put large data elsewhere and enqueue a reference.
@@ -351,6 +396,10 @@ impl NewJob {
     pub const MAX_PRIORITY: i32 = 1000;
     /// The most attempts a job may ask for.
     pub const MAX_ATTEMPTS: i32 = 1000;
+    /// The deepest payload accepted: 100 levels of arrays and objects. A deeper one
+    /// could be written but not read back (JSON readers, serde_json's included, stop at
+    /// 128 levels), and a job that cannot be read fails every claim of its queue.
+    pub const MAX_PAYLOAD_DEPTH: usize = 100;
 
     /// A job for `queue` and `kind` with this payload and every option at its default.
     pub fn new(
@@ -431,7 +480,21 @@ impl NewJob {
                 ),
             ));
         }
-        if self.priority.abs() > Self::MAX_PRIORITY {
+        check_payload(&self.payload)?;
+        if let Some(at) = self.run_at {
+            // Both backends store these; PostgreSQL refuses years before 4713 BC, and
+            // no job means to run before year 1 or after 9999.
+            if !(1..=9999).contains(&chrono::Datelike::year(&at)) {
+                return Err(InputError::new(
+                    "run_at",
+                    format!("{at} is out of range; use a time in the years 1 to 9999"),
+                ));
+            }
+        }
+        // Not `priority.abs()`: i32::MIN has no absolute value (a panic in debug
+        // builds, and in release it stayed negative and passed). Found by the torture
+        // suite's hostile-input test (seed 19).
+        if !(-Self::MAX_PRIORITY..=Self::MAX_PRIORITY).contains(&self.priority) {
             return Err(InputError::new(
                 "priority",
                 format!(

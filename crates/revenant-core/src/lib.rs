@@ -12,7 +12,9 @@
 //! - [`names`] and [`duration`]: input validation shared by every entry point;
 //! - [`runtime`]: the worker runtime: handlers, fetchers, executors, the completer,
 //!   maintenance, metrics and graceful shutdown;
-//! - [`alert`]: alert rules on the four numbers, their evaluation and delivery.
+//! - [`alert`]: alert rules on the four numbers, their evaluation and delivery;
+//! - [`dependency`]: per-dependency circuit breakers, shared rate limits and retry
+//!   budgets.
 //!
 //! Time: every store call takes an optional `now`. In production it is `None` and the
 //! backend uses its own clock (PostgreSQL's `now()`, the owning process for SQLite);
@@ -21,6 +23,7 @@
 pub mod alert;
 pub mod backoff;
 pub mod decide;
+pub mod dependency;
 pub mod duration;
 pub mod error;
 pub mod fingerprint;
@@ -40,7 +43,7 @@ pub use job::{
 pub use outcome::Outcome;
 pub use policy::{PolicyError, PolicySet, RetryPolicy};
 pub use runtime::{
-    ConfigError, Handler, JobAction, JobContext, JobError, ResultExt, ShutdownHandle, Worker,
-    WorkerBuilder, WorkerError,
+    ConfigError, DependencyConfig, Handler, JobAction, JobContext, JobError, ResultExt,
+    ShutdownHandle, Worker, WorkerBuilder, WorkerError,
 };
 pub use store::Store;

@@ -14,6 +14,10 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::decide::Failure;
+use crate::dependency::{
+    BreakerAction, Decision, DependencyPolicy, DependencyRecord, DependencyState, PermitInput,
+    ProbeOutcome, WaitReason,
+};
 use crate::error::StoreError;
 use crate::job::{DeadReason, Job, JobId, JobState, LeaseToken, NewJob, Timestamp};
 
@@ -506,6 +510,130 @@ pub struct QueueStats {
     pub failed_last_interval: i64,
 }
 
+/// `queue_history`: one queue's depth and dead count at evenly spaced points of the
+/// recent past, reconstructed from the jobs' own timestamps. Nothing is sampled or
+/// stored for it, so a stateless reader (the HTTP server's chart) can ask any time.
+///
+/// The points are at `now - (points - 1 - i) * step` for `i` in `0..points`, oldest
+/// first; the last is `now`. At a point `t`, a job of the queue counts as:
+///
+/// - depth (ready and due) when `created_at <= t` and `run_at <= t`, and it is `ready`
+///   now, or it is not `ready` now and neither its last claim (`attempted_at`) nor its
+///   finish (`finished_at`) is at or before `t`;
+/// - dead when it is `dead` now and `finished_at <= t`.
+///
+/// It is a reconstruction from what each job holds now, not a record: a job's earlier
+/// attempts are not seen (a retried job counts from its current `run_at`), a redriven
+/// job no longer counts as dead before its redrive, and pruned or purged jobs are gone.
+/// Good for a chart of the last hour; not an audit.
+#[derive(Debug, Clone)]
+pub struct QueueHistoryParams {
+    /// The queue.
+    pub queue: String,
+    /// The gap between points; at least 1 ms, in whole milliseconds.
+    pub step: Duration,
+    /// How many points, 1..=[`QueueHistoryParams::MAX_POINTS`].
+    pub points: u32,
+    /// The clock (the last point).
+    pub now: Option<Timestamp>,
+}
+
+impl QueueHistoryParams {
+    /// The most points one call returns.
+    pub const MAX_POINTS: u32 = 10_000;
+
+    /// Checks the queue name, the step and the number of points. Every backend calls
+    /// it first.
+    pub fn validate(&self) -> Result<(), crate::InputError> {
+        crate::names::validate_name("queue", &self.queue)?;
+        if self.step < Duration::from_millis(1) {
+            return Err(crate::InputError::new("step", "must be at least 1ms"));
+        }
+        if !(1..=Self::MAX_POINTS).contains(&self.points) {
+            return Err(crate::InputError::new(
+                "points",
+                format!(
+                    "{} is out of range; use 1..={}",
+                    self.points,
+                    Self::MAX_POINTS
+                ),
+            ));
+        }
+        let span = self.step.saturating_mul(self.points - 1);
+        if span > NewJob::MAX_DELAY.saturating_mul(10) {
+            return Err(crate::InputError::new(
+                "step",
+                "step times points reaches back more than ten years",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The time of point `i` given the last point's time `now` (the step in whole
+    /// milliseconds, as every backend stores time).
+    pub fn point_at(&self, now: Timestamp, i: u32) -> Timestamp {
+        let step_ms = i64::try_from(self.step.as_millis()).unwrap_or(i64::MAX);
+        let back = step_ms.saturating_mul(i64::from(self.points - 1 - i.min(self.points - 1)));
+        now - chrono::Duration::milliseconds(back)
+    }
+}
+
+impl QueueHistoryParams {
+    /// Builds the points from bucketed counts, for backends that count in SQL: rows
+    /// of (`edge`, `bucket`, `count`) where the bucket of a time is the first point at
+    /// or after it (0 for anything before the first point) and `edge` is `start` (a
+    /// job entered the depth), `stop` (it left) or `dead` (it died). Each point's
+    /// depth is the starts by it less the stops by it; its dead count, the deaths by
+    /// it. A bucket outside the points or an unknown edge is a [`StoreError::Corrupt`].
+    pub fn assemble(
+        &self,
+        now: Timestamp,
+        counts: &[(String, i64, i64)],
+    ) -> Result<Vec<QueueHistoryPoint>, StoreError> {
+        let points = self.points as usize;
+        let (mut starts, mut stops, mut deaths) = (
+            vec![0_i64; points],
+            vec![0_i64; points],
+            vec![0_i64; points],
+        );
+        for (edge, bucket, count) in counts {
+            let slot = usize::try_from(*bucket)
+                .ok()
+                .filter(|b| *b < points)
+                .ok_or_else(|| StoreError::Corrupt(format!("queue_history bucket {bucket}")))?;
+            match edge.as_str() {
+                "start" => starts[slot] += count,
+                "stop" => stops[slot] += count,
+                "dead" => deaths[slot] += count,
+                other => return Err(StoreError::Corrupt(format!("queue_history edge {other:?}"))),
+            }
+        }
+        let (mut depth, mut dead) = (0, 0);
+        Ok((0..points)
+            .map(|i| {
+                depth += starts[i] - stops[i];
+                dead += deaths[i];
+                QueueHistoryPoint {
+                    at: self.point_at(now, i as u32),
+                    depth,
+                    dead,
+                }
+            })
+            .collect())
+    }
+}
+
+/// One point of a [`QueueHistoryParams`] history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueHistoryPoint {
+    /// The point in time.
+    pub at: Timestamp,
+    /// Jobs ready and due at `at`.
+    pub depth: i64,
+    /// Jobs dead at `at`.
+    pub dead: i64,
+}
+
 /// `worker_heartbeat`: record that a worker is alive (insert or update).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerHeartbeatParams {
@@ -552,6 +680,272 @@ pub enum WorkerRemoveParams {
         /// The clock.
         now: Option<Timestamp>,
     },
+}
+
+/// One claimed job asking [`Store::dependency_acquire`] whether it may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PermitRequest {
+    /// The job and its lease.
+    pub lease: LeaseRef,
+    /// How long the job waits if the retry budget turns it back: the backoff its next
+    /// retry would wait (the runtime computes it from the job's retry policy).
+    pub retry_delay: Duration,
+}
+
+/// `dependency_acquire`: for claimed jobs of one dependency, decide in order which
+/// may run now, and send the others back to `ready`, all in one transaction that
+/// holds the dependency's row, so every worker process sees one breaker, one rate
+/// limit and one budget.
+///
+/// Per job (see [`crate::dependency::DependencyRecord::acquire`]): an open breaker
+/// parks it (`ready`, `run_at = now + park_for`, `dependency_wait = breaker`); when
+/// the cool-down is over the first job is the probe and the rest are parked; a retry
+/// over the budget waits `retry_delay` (`retry_budget`); a job whose rate-limit turn
+/// is more than `max_wait` away waits until it (`rate_limit`) and keeps the turn. A
+/// job sent back gets its attempt back, as with a snooze. A job that may run gets
+/// `dependency = <key>` and its `dependency_wait` cleared. Fenced per job: a job not
+/// running under its lease is [`Permit::LeaseLost`] and changes nothing (a lease
+/// repeated in the call counts once).
+#[derive(Debug, Clone)]
+pub struct DependencyAcquireParams {
+    /// The dependency's key.
+    pub dependency: String,
+    /// The caller's policy for it.
+    pub policy: DependencyPolicy,
+    /// The worker asking (recorded as the probe's holder).
+    pub worker: String,
+    /// The jobs' lease: how long a probe may go unanswered before another may go.
+    pub lease: Duration,
+    /// The jobs, in the order they should get turns.
+    pub requests: Vec<PermitRequest>,
+    /// The clock.
+    pub now: Option<Timestamp>,
+}
+
+impl DependencyAcquireParams {
+    /// Checks the key, the worker, the lease and the policy. Every backend calls it
+    /// first.
+    pub fn validate(&self) -> Result<(), crate::InputError> {
+        crate::names::validate_key("dependency", &self.dependency)?;
+        crate::names::validate_key("worker", &self.worker)?;
+        if self.lease.is_zero() || self.lease > NewJob::MAX_DELAY {
+            return Err(crate::InputError::new(
+                "lease",
+                "must be above zero and at most 365 days",
+            ));
+        }
+        self.policy.validate()
+    }
+}
+
+/// What one job of a [`DependencyAcquireParams`] may do, in the order asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "permit")]
+pub enum Permit {
+    /// Run it, after `wait` (the rate limit's pacing, at most its `max_wait`; zero
+    /// for most jobs). Counted from the call's `now`.
+    Run {
+        /// How long to wait before running.
+        #[serde(with = "crate::backoff::duration_str")]
+        wait: Duration,
+    },
+    /// Run it as the breaker's probe now; report its answer with
+    /// [`DependencyReportParams::probe`].
+    Probe,
+    /// It is back in `ready` until `until`, its attempt given back.
+    Wait {
+        /// Why.
+        reason: WaitReason,
+        /// Until when.
+        until: Timestamp,
+    },
+    /// It was not running under this lease; nothing changed.
+    LeaseLost,
+}
+
+/// What a backend does to one job of an acquire, from [`plan_acquire`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobGate {
+    /// It runs: set `dependency`, clear `dependency_wait`.
+    Run,
+    /// Back to `ready` at `run_at` (whole milliseconds), attempts - 1, lease cleared,
+    /// `dependency` set and `dependency_wait = reason`. Fenced on its lease.
+    Defer {
+        /// When it is due again.
+        run_at: Timestamp,
+        /// Why it waits.
+        reason: WaitReason,
+    },
+    /// Leave it alone (lease lost).
+    Nothing,
+}
+
+/// A running job as a backend read it for [`plan_acquire`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GatedJob {
+    /// Its lease token now (a request with another token is lease lost).
+    pub lease_token: LeaseToken,
+    /// Its attempts, this claim included.
+    pub attempts: i32,
+    /// What it was waiting for before this claim, if anything.
+    pub waited_for: Option<WaitReason>,
+}
+
+/// The part of `dependency_acquire` every backend shares: given the dependency's
+/// record (locked) and the requested jobs that are running (by id), checks each
+/// request's lease, decides each job's permit and what to write to it, and updates the record.
+/// `now` is the store's clock in whole milliseconds.
+pub fn plan_acquire(
+    record: &mut DependencyRecord,
+    params: &DependencyAcquireParams,
+    now: Timestamp,
+    running: &std::collections::HashMap<JobId, GatedJob>,
+) -> Vec<(Permit, JobGate)> {
+    let now_us = crate::dependency::micros(now);
+    let mut seen = std::collections::HashSet::new();
+    let mut inputs = Vec::new();
+    let mut fenced = Vec::with_capacity(params.requests.len());
+    for request in &params.requests {
+        let job = running
+            .get(&request.lease.id)
+            .filter(|job| job.lease_token == request.lease.lease_token)
+            .filter(|_| seen.insert(request.lease.id));
+        fenced.push(job.is_some());
+        if let Some(job) = job {
+            inputs.push(PermitInput {
+                job: request.lease.id,
+                attempts: job.attempts,
+                reserved: job.waited_for == Some(WaitReason::RateLimit),
+                retry_delay: request.retry_delay,
+            });
+        }
+    }
+    let mut decisions = record
+        .acquire(
+            &params.policy,
+            now_us,
+            &params.worker,
+            params.lease,
+            &inputs,
+        )
+        .into_iter();
+    fenced
+        .into_iter()
+        .map(|ok| {
+            if !ok {
+                return (Permit::LeaseLost, JobGate::Nothing);
+            }
+            match decisions.next().expect("one decision per fenced job") {
+                Decision::Run { wait_us } => (
+                    Permit::Run {
+                        wait: Duration::from_micros(u64::try_from(wait_us).unwrap_or(0)),
+                    },
+                    JobGate::Run,
+                ),
+                Decision::Probe => (Permit::Probe, JobGate::Run),
+                Decision::Wait { reason, until_us } => {
+                    // Whole milliseconds, rounded up: never due before its time.
+                    let ms = until_us.div_euclid(1000) + i64::from(until_us.rem_euclid(1000) > 0);
+                    let run_at = chrono::DateTime::from_timestamp_millis(ms).unwrap_or(now);
+                    (
+                        Permit::Wait {
+                            reason,
+                            until: run_at,
+                        },
+                        JobGate::Defer { run_at, reason },
+                    )
+                }
+            }
+        })
+        .collect()
+}
+
+/// What acquiring permits gave, with the store's clock (which a `Run`'s wait counts
+/// from).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DependencyAcquired {
+    /// The store's clock when the permits were given.
+    pub now: Timestamp,
+    /// One permit per request, in order.
+    pub permits: Vec<Permit>,
+}
+
+/// A probe's answer, for [`DependencyReportParams`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeReport {
+    /// The probe's job (a report for a job that is not the current probe changes
+    /// nothing).
+    pub job: JobId,
+    /// What it said about the dependency.
+    pub outcome: ProbeOutcome,
+}
+
+/// `dependency_report`: answers of attempts sent to a dependency (batched by the
+/// caller), and a probe's answer. Counts them in the breaker's window and moves the
+/// breaker ([`crate::dependency::DependencyRecord::report`]). When the breaker closes,
+/// its parked jobs are released in the same transaction, in claim order (priority,
+/// run_at, id): all due now, or, with a rate limit, on consecutive turns of its
+/// schedule (`dependency_wait = rate_limit`), so the backlog is paced, not stampeded.
+/// Returns the dependency's state without its `waiting` counts (left at zero): they
+/// are a count over the jobs, which a worker reporting five times a second should not
+/// pay for; [`Store::dependency_list`] gives them.
+#[derive(Debug, Clone)]
+pub struct DependencyReportParams {
+    /// The dependency's key.
+    pub dependency: String,
+    /// The caller's policy for it.
+    pub policy: DependencyPolicy,
+    /// Attempts that succeeded.
+    pub successes: u64,
+    /// Attempts that failed transiently (retry, retry-after, timeout). Permanent
+    /// failures are not reported: they say nothing about the dependency.
+    pub failures: u64,
+    /// A probe's answer.
+    pub probe: Option<ProbeReport>,
+    /// The clock.
+    pub now: Option<Timestamp>,
+}
+
+impl DependencyReportParams {
+    /// Checks the key and the policy. Every backend calls it first.
+    pub fn validate(&self) -> Result<(), crate::InputError> {
+        crate::names::validate_key("dependency", &self.dependency)?;
+        self.policy.validate()
+    }
+}
+
+/// `dependency_set`: an operator's action on a breaker ([`BreakerAction`]); a key not
+/// seen yet is created. `Close` releases the parked jobs as a closing probe does.
+/// Returns the dependency's state.
+#[derive(Debug, Clone)]
+pub struct DependencySetParams {
+    /// The dependency's key.
+    pub dependency: String,
+    /// What to do.
+    pub action: BreakerAction,
+    /// The clock.
+    pub now: Option<Timestamp>,
+}
+
+/// `dependency_list`: every known dependency (or one), by key, with the jobs waiting
+/// on it.
+#[derive(Debug, Clone, Default)]
+pub struct DependencyListParams {
+    /// Only this key.
+    pub dependency: Option<String>,
+    /// The clock.
+    pub now: Option<Timestamp>,
+}
+
+/// `dependency_sweep`: for every breaker that wants a probe
+/// ([`crate::dependency::DependencyRecord::wants_probe`]) and has parked jobs but
+/// none due, make the first parked job (claim order) due now, so a probe goes even
+/// when no new job of the key arrives. Returns those keys. Maintenance calls it on
+/// the lease sweep's interval.
+#[derive(Debug, Clone, Default)]
+pub struct DependencySweepParams {
+    /// The clock.
+    pub now: Option<Timestamp>,
 }
 
 /// What a backend can do beyond the common contract. The conformance suite checks a
@@ -627,10 +1021,40 @@ pub trait Store: Send + Sync + 'static {
     async fn queue_resume(&self, params: QueuePauseParams) -> Result<(), StoreError>;
     /// See [`QueueStatsParams`]. Queues are listed by name.
     async fn queue_stats(&self, params: QueueStatsParams) -> Result<Vec<QueueStats>, StoreError>;
+    /// See [`QueueHistoryParams`]. One point per requested time, oldest first.
+    async fn queue_history(
+        &self,
+        params: QueueHistoryParams,
+    ) -> Result<Vec<QueueHistoryPoint>, StoreError>;
     /// See [`WorkerHeartbeatParams`].
     async fn worker_heartbeat(&self, params: WorkerHeartbeatParams) -> Result<(), StoreError>;
     /// Every worker in the registry.
     async fn worker_list(&self) -> Result<Vec<WorkerInfo>, StoreError>;
     /// See [`WorkerRemoveParams`]. Returns how many were removed.
     async fn worker_remove(&self, params: WorkerRemoveParams) -> Result<u64, StoreError>;
+    /// See [`DependencyAcquireParams`]; one permit per request, in order.
+    async fn dependency_acquire(
+        &self,
+        params: DependencyAcquireParams,
+    ) -> Result<DependencyAcquired, StoreError>;
+    /// See [`DependencyReportParams`].
+    async fn dependency_report(
+        &self,
+        params: DependencyReportParams,
+    ) -> Result<DependencyState, StoreError>;
+    /// See [`DependencySetParams`].
+    async fn dependency_set(
+        &self,
+        params: DependencySetParams,
+    ) -> Result<DependencyState, StoreError>;
+    /// See [`DependencyListParams`]. Ordered by key.
+    async fn dependency_list(
+        &self,
+        params: DependencyListParams,
+    ) -> Result<Vec<DependencyState>, StoreError>;
+    /// See [`DependencySweepParams`].
+    async fn dependency_sweep(
+        &self,
+        params: DependencySweepParams,
+    ) -> Result<Vec<String>, StoreError>;
 }

@@ -7,8 +7,11 @@
 -- LOCKED so concurrent claimers never wait on each other, then merged in claim order
 -- (priority desc, run_at, id). An expired lease with no attempt left is made dead
 -- (lease_expired) in the same statement instead of being claimed.
+-- The clock is clock_timestamp(), read as the statement runs (after its snapshot), not
+-- now(), the transaction's start: a job claimed because the job ahead of it in its
+-- group had just ended is then never stamped `attempted_at` before that end.
 WITH t AS (
-    SELECT date_trunc('milliseconds', coalesce($1::timestamptz, now())) AS now
+    SELECT date_trunc('milliseconds', coalesce($1::timestamptz, clock_timestamp())) AS now
 ),
 open AS (
     SELECT NOT EXISTS (
@@ -85,13 +88,22 @@ expired AS (
                      AND NOT (g.lease_expires_at <= (SELECT now FROM t)
                               AND g.attempts >= g.max_attempts)))))
     ORDER BY j.priority DESC, j.run_at, j.id
-    LIMIT $3
+    -- At most one expired lease per claim: the jobs a crashed process held expire
+    -- together, and reclaimed in one batch they would share a process again, so a job
+    -- that crashes its worker would take the same neighbours down with it on every
+    -- attempt. One per claim spreads them over claims and processes.
+    LIMIT 1
     FOR UPDATE OF j SKIP LOCKED
 ),
+-- Within a priority, an expired lease goes before ready jobs: its attempt had started
+-- and was lost, and behind a backlog of ready jobs due earlier it would wait as long as
+-- the backlog lasts (RELIABILITY.md: reclaimed within lease + sweep + 2 s; the long
+-- kill -9 chaos test found reclaims waiting 95 s).
 chosen AS (
     SELECT c.id
-    FROM (SELECT * FROM ready UNION ALL SELECT * FROM expired) c
-    ORDER BY c.priority DESC, c.run_at, c.id
+    FROM (SELECT *, false AS reclaim FROM ready
+          UNION ALL SELECT *, true AS reclaim FROM expired) c
+    ORDER BY c.priority DESC, c.reclaim DESC, c.run_at, c.id
     LIMIT $3
 ),
 reclaims_logged AS (

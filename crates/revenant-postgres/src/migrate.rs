@@ -40,6 +40,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "dead_letters",
         sql: include_str!("../migrations/0002_dead_letters.sql"),
     },
+    Migration {
+        version: 3,
+        name: "dependencies",
+        sql: include_str!("../migrations/0003_dependencies.sql"),
+    },
 ];
 
 /// The first key of the advisory lock (`'rvnt'`); the second is the schema's hash.

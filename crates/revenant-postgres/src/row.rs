@@ -3,6 +3,7 @@
 
 use std::str::FromStr;
 
+use revenant_core::dependency::WaitReason;
 use revenant_core::{DeadReason, ErrorEntry, Job, JobState, LeaseToken, StoreError, Timestamp};
 use sqlx::postgres::PgRow;
 use sqlx::Row;
@@ -53,5 +54,15 @@ pub(crate) fn job_from_row(row: &PgRow) -> Result<Job, StoreError> {
         errors,
         redrives: row.try_get(20).classified()?,
         fingerprint: row.try_get(21).classified()?,
+        dependency: row.try_get(22).classified()?,
+        dependency_wait: row
+            .try_get::<Option<String>, _>(23)
+            .classified()?
+            .map(|text| {
+                WaitReason::parse(&text).ok_or_else(|| {
+                    StoreError::Corrupt(format!("jobs.dependency_wait of job {id}: {text:?}"))
+                })
+            })
+            .transpose()?,
     })
 }

@@ -11,7 +11,7 @@
 const JOB_COLUMNS: &str = "j.id, j.queue, j.kind, j.payload, j.status, j.priority, j.attempts, \
     j.max_attempts, j.run_at, j.created_at, j.attempted_at, j.finished_at, j.lease_token, \
     j.lease_expires_at, j.worker, j.group_key, j.unique_key, j.correlation_id, \
-    j.dead_reason, j.errors, j.redrives, j.fingerprint";
+    j.dead_reason, j.errors, j.redrives, j.fingerprint, j.dependency, j.dependency_wait";
 
 const JOB_FILTER: &str = include_str!("../queries/job_filter.sql");
 
@@ -41,11 +41,22 @@ pub(crate) struct Queries {
     pub job_set_fingerprint: String,
     pub queue_set_paused: String,
     pub queue_stats: String,
+    pub queue_history: String,
     pub worker_heartbeat: String,
     pub worker_list: String,
     pub worker_remove: String,
     pub worker_remove_stale: String,
     pub store_now: String,
+    pub dependency_lock: String,
+    pub dependency_insert: String,
+    pub dependency_put: String,
+    pub dependency_list: String,
+    pub dependency_waiting: String,
+    pub dependency_parked: String,
+    pub dependency_release: String,
+    pub dependency_sweep_release: String,
+    pub job_gate_running: String,
+    pub job_gate: String,
 }
 
 impl Queries {
@@ -77,11 +88,24 @@ impl Queries {
             job_set_fingerprint: render(include_str!("../queries/job_set_fingerprint.sql")),
             queue_set_paused: render(include_str!("../queries/queue_set_paused.sql")),
             queue_stats: render(include_str!("../queries/queue_stats.sql")),
+            queue_history: render(include_str!("../queries/queue_history.sql")),
             worker_heartbeat: render(include_str!("../queries/worker_heartbeat.sql")),
             worker_list: render(include_str!("../queries/worker_list.sql")),
             worker_remove: render(include_str!("../queries/worker_remove.sql")),
             worker_remove_stale: render(include_str!("../queries/worker_remove_stale.sql")),
             store_now: render(include_str!("../queries/store_now.sql")),
+            dependency_lock: render(include_str!("../queries/dependency_lock.sql")),
+            dependency_insert: render(include_str!("../queries/dependency_insert.sql")),
+            dependency_put: render(include_str!("../queries/dependency_put.sql")),
+            dependency_list: render(include_str!("../queries/dependency_list.sql")),
+            dependency_waiting: render(include_str!("../queries/dependency_waiting.sql")),
+            dependency_parked: render(include_str!("../queries/dependency_parked.sql")),
+            dependency_release: render(include_str!("../queries/dependency_release.sql")),
+            dependency_sweep_release: render(include_str!(
+                "../queries/dependency_sweep_release.sql"
+            )),
+            job_gate_running: render(include_str!("../queries/job_gate_running.sql")),
+            job_gate: render(include_str!("../queries/job_gate.sql")),
         }
     }
 }

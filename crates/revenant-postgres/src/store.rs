@@ -12,13 +12,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use revenant_core::dependency::{DependencyRecord, DependencyState, WaitReason, WaitingCounts};
+use revenant_core::store::{
+    plan_acquire, DependencyAcquireParams, DependencyAcquired, DependencyListParams,
+    DependencyReportParams, DependencySetParams, DependencySweepParams, GatedJob, JobGate,
+};
 use revenant_core::store::{
     CancelResult, CancelTarget, Capabilities, DeadFingerprintsParams, Enqueued, FailAction, Fenced,
     FingerprintGroup, JobCancelParams, JobClaimParams, JobCompleteParams, JobEnqueueParams,
     JobFailParams, JobFilter, JobGetParams, JobHeartbeatParams, JobListParams, JobPruneParams,
     JobPurgeParams, JobRedriveParams, JobReleaseParams, JobSnoozeParams, JobSweepParams, LeaseRef,
-    QueuePauseParams, QueueStats, QueueStatsParams, RedriveHistoryParams, RedriveRecord,
-    WorkerHeartbeatParams, WorkerInfo, WorkerRemoveParams,
+    QueueHistoryParams, QueueHistoryPoint, QueuePauseParams, QueueStats, QueueStatsParams,
+    RedriveHistoryParams, RedriveRecord, WorkerHeartbeatParams, WorkerInfo, WorkerRemoveParams,
 };
 use revenant_core::{fingerprint, names, DeadReason};
 use revenant_core::{
@@ -446,6 +451,142 @@ impl PgStore {
         due_queues.sort();
         due_queues.dedup();
         Ok((results, due_queues))
+    }
+
+    /// Locks the dependency's row for the transaction (creating it if missing) and
+    /// returns its record and the transaction's clock.
+    async fn dependency_lock(
+        &self,
+        conn: &mut PgConnection,
+        key: &str,
+        now: Option<Timestamp>,
+    ) -> Result<(DependencyRecord, Timestamp), StoreError> {
+        for _ in 0..2 {
+            let row = sqlx::query(&self.inner.queries.dependency_lock)
+                .bind(key)
+                .bind(now)
+                .fetch_optional(&mut *conn)
+                .await
+                .classified()?;
+            if let Some(row) = row {
+                let record: serde_json::Value = row.try_get("record").classified()?;
+                let record = serde_json::from_value(record).map_err(|err| {
+                    StoreError::Corrupt(format!("dependencies.record of {key:?}: {err}"))
+                })?;
+                return Ok((record, row.try_get("now").classified()?));
+            }
+            sqlx::query(&self.inner.queries.dependency_insert)
+                .bind(key)
+                .execute(&mut *conn)
+                .await
+                .classified()?;
+        }
+        Err(StoreError::Unavailable {
+            message: format!("the row of dependency {key:?} vanished; retry"),
+            source: None,
+        })
+    }
+
+    async fn dependency_save(
+        &self,
+        conn: &mut PgConnection,
+        key: &str,
+        record: &DependencyRecord,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        sqlx::query(&self.inner.queries.dependency_put)
+            .bind(key)
+            .bind(record.state.as_str())
+            .bind(serde_json::to_value(record).map_err(StoreError::backend)?)
+            .bind(now)
+            .execute(&mut *conn)
+            .await
+            .classified()?;
+        Ok(())
+    }
+
+    /// Releases the jobs parked on `key` (its breaker closed), in claim order, on the
+    /// record's rate-limit turns. Returns their queues.
+    async fn dependency_release(
+        &self,
+        conn: &mut PgConnection,
+        key: &str,
+        record: &mut DependencyRecord,
+        now: Timestamp,
+    ) -> Result<Vec<String>, StoreError> {
+        let ids: Vec<i64> = sqlx::query_scalar(&self.inner.queries.dependency_parked)
+            .bind(key)
+            .fetch_all(&mut *conn)
+            .await
+            .classified()?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (first, spacing) = record.reserve_turns(now.timestamp_micros(), ids.len() as u64);
+        let run_at: Vec<Timestamp> = (0..ids.len())
+            .map(|i| {
+                let at = first.saturating_add(spacing.saturating_mul(i as i64));
+                // Whole milliseconds, rounded up: never due before its turn.
+                let ms = at.div_euclid(1000) + i64::from(at.rem_euclid(1000) > 0);
+                chrono::DateTime::from_timestamp_millis(ms).unwrap_or(now)
+            })
+            .collect();
+        let wait = (spacing > 0).then_some(WaitReason::RateLimit.as_str());
+        let mut queues: Vec<String> = sqlx::query_scalar(&self.inner.queries.dependency_release)
+            .bind(&ids)
+            .bind(&run_at)
+            .bind(wait)
+            .fetch_all(&mut *conn)
+            .await
+            .classified()?;
+        queues.sort();
+        queues.dedup();
+        Ok(queues)
+    }
+
+    /// Jobs waiting per dependency (all, or `key`), by reason.
+    async fn dependency_waiting(
+        &self,
+        key: Option<&str>,
+    ) -> Result<HashMap<String, WaitingCounts>, StoreError> {
+        let rows = sqlx::query(&self.inner.queries.dependency_waiting)
+            .bind(key)
+            .fetch_all(&self.inner.pool)
+            .await
+            .classified()?;
+        let mut counts: HashMap<String, WaitingCounts> = HashMap::new();
+        for row in rows {
+            let Some(dependency) = row
+                .try_get::<Option<String>, _>("dependency")
+                .classified()?
+            else {
+                continue;
+            };
+            let n: i64 = row.try_get("n").classified()?;
+            let reason: String = row.try_get("dependency_wait").classified()?;
+            let entry = counts.entry(dependency).or_default();
+            match WaitReason::parse(&reason) {
+                Some(WaitReason::Breaker) => entry.breaker += n,
+                Some(WaitReason::RateLimit) => entry.rate_limit += n,
+                Some(WaitReason::RetryBudget) => entry.retry_budget += n,
+                None => {}
+            }
+        }
+        Ok(counts)
+    }
+
+    async fn dependency_view(
+        &self,
+        key: &str,
+        record: &DependencyRecord,
+        now: Timestamp,
+    ) -> Result<DependencyState, StoreError> {
+        let waiting = self.dependency_waiting(Some(key)).await?;
+        Ok(record.view(
+            key,
+            now.timestamp_micros(),
+            waiting.get(key).copied().unwrap_or_default(),
+        ))
     }
 
     fn announce(&self, queues: Vec<String>) {
@@ -1156,6 +1297,251 @@ impl Store for PgStore {
                 })
             })
             .collect()
+    }
+
+    async fn queue_history(
+        &self,
+        params: QueueHistoryParams,
+    ) -> Result<Vec<QueueHistoryPoint>, StoreError> {
+        params.validate()?;
+        let now = match params.now {
+            Some(now) => now,
+            None => self.now().await?,
+        }
+        .timestamp_millis();
+        let step = i64::try_from(params.step.as_millis()).unwrap_or(i64::MAX);
+        let first = now.saturating_sub(step.saturating_mul(i64::from(params.points) - 1));
+        let rows = sqlx::query(&self.inner.queries.queue_history)
+            .bind(&params.queue)
+            .bind(first)
+            .bind(step)
+            .bind(now)
+            .fetch_all(&self.inner.pool)
+            .await
+            .classified()?;
+        let counts = rows
+            .iter()
+            .map(|row| {
+                Ok((
+                    row.try_get::<String, _>("edge").classified()?,
+                    row.try_get::<i64, _>("bucket").classified()?,
+                    row.try_get::<i64, _>("n").classified()?,
+                ))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let now = chrono::DateTime::from_timestamp_millis(now)
+            .ok_or_else(|| StoreError::Corrupt(format!("now = {now} ms is not a timestamp")))?;
+        params.assemble(now, &counts)
+    }
+
+    async fn dependency_acquire(
+        &self,
+        params: DependencyAcquireParams,
+    ) -> Result<DependencyAcquired, StoreError> {
+        params.validate()?;
+        let mut conn = self.inner.pool.acquire().await.classified()?;
+        let mut tx = conn.begin().await.classified()?;
+        // The dependency's row first, then the jobs: every caller locks in that order.
+        let (mut record, now) = self
+            .dependency_lock(&mut tx, &params.dependency, params.now)
+            .await?;
+        let ids: Vec<i64> = params.requests.iter().map(|r| r.lease.id).collect();
+        let rows = sqlx::query(&self.inner.queries.job_gate_running)
+            .bind(&ids)
+            .fetch_all(&mut *tx)
+            .await
+            .classified()?;
+        let mut running = HashMap::new();
+        for row in &rows {
+            let id: i64 = row.try_get("id").classified()?;
+            let Some(token) = row.try_get::<Option<i64>, _>("lease_token").classified()? else {
+                continue;
+            };
+            let waited: Option<String> = row.try_get("dependency_wait").classified()?;
+            running.insert(
+                id,
+                GatedJob {
+                    lease_token: revenant_core::LeaseToken(token),
+                    attempts: row.try_get("attempts").classified()?,
+                    waited_for: waited.as_deref().and_then(WaitReason::parse),
+                },
+            );
+        }
+        let plan = plan_acquire(&mut record, &params, now, &running);
+        let mut gate_ids = Vec::new();
+        let mut gate_run_at: Vec<Option<Timestamp>> = Vec::new();
+        let mut gate_reason: Vec<Option<&str>> = Vec::new();
+        let mut permits = Vec::with_capacity(plan.len());
+        for (request, (permit, gate)) in params.requests.iter().zip(plan) {
+            match gate {
+                JobGate::Run => {
+                    gate_ids.push(request.lease.id);
+                    gate_run_at.push(None);
+                    gate_reason.push(None);
+                }
+                JobGate::Defer { run_at, reason } => {
+                    gate_ids.push(request.lease.id);
+                    gate_run_at.push(Some(run_at));
+                    gate_reason.push(Some(reason.as_str()));
+                }
+                JobGate::Nothing => {}
+            }
+            permits.push(permit);
+        }
+        let mut wake = Vec::new();
+        if !gate_ids.is_empty() {
+            let rows = sqlx::query(&self.inner.queries.job_gate)
+                .bind(&gate_ids)
+                .bind(&gate_run_at)
+                .bind(&gate_reason)
+                .bind(&params.dependency)
+                .fetch_all(&mut *tx)
+                .await
+                .classified()?;
+            for row in &rows {
+                if row.try_get::<bool, _>("deferred").classified()? {
+                    wake.push(row.try_get::<String, _>("queue").classified()?);
+                }
+            }
+        }
+        self.dependency_save(&mut tx, &params.dependency, &record, now)
+            .await?;
+        tx.commit().await.classified()?;
+        // A job sent back until later needs no wake-up, but a grouped one may have been
+        // holding its group: let the fetchers look again.
+        wake.sort();
+        wake.dedup();
+        self.announce(wake);
+        Ok(DependencyAcquired { now, permits })
+    }
+
+    async fn dependency_report(
+        &self,
+        params: DependencyReportParams,
+    ) -> Result<DependencyState, StoreError> {
+        params.validate()?;
+        let mut conn = self.inner.pool.acquire().await.classified()?;
+        let mut tx = conn.begin().await.classified()?;
+        let (mut record, now) = self
+            .dependency_lock(&mut tx, &params.dependency, params.now)
+            .await?;
+        let closed = record.report(
+            &params.policy,
+            now.timestamp_micros(),
+            params.successes,
+            params.failures,
+            params.probe.map(|p| (p.job, p.outcome)),
+        );
+        let wake = if closed {
+            self.dependency_release(&mut tx, &params.dependency, &mut record, now)
+                .await?
+        } else {
+            Vec::new()
+        };
+        self.dependency_save(&mut tx, &params.dependency, &record, now)
+            .await?;
+        tx.commit().await.classified()?;
+        self.announce(wake);
+        Ok(record.view(
+            &params.dependency,
+            now.timestamp_micros(),
+            WaitingCounts::default(),
+        ))
+    }
+
+    async fn dependency_set(
+        &self,
+        params: DependencySetParams,
+    ) -> Result<DependencyState, StoreError> {
+        names::validate_key("dependency", &params.dependency)?;
+        let mut conn = self.inner.pool.acquire().await.classified()?;
+        let mut tx = conn.begin().await.classified()?;
+        let (mut record, now) = self
+            .dependency_lock(&mut tx, &params.dependency, params.now)
+            .await?;
+        let wake = if record.set(params.action, now.timestamp_micros()) {
+            self.dependency_release(&mut tx, &params.dependency, &mut record, now)
+                .await?
+        } else {
+            Vec::new()
+        };
+        self.dependency_save(&mut tx, &params.dependency, &record, now)
+            .await?;
+        tx.commit().await.classified()?;
+        self.announce(wake);
+        self.dependency_view(&params.dependency, &record, now).await
+    }
+
+    async fn dependency_list(
+        &self,
+        params: DependencyListParams,
+    ) -> Result<Vec<DependencyState>, StoreError> {
+        if let Some(key) = &params.dependency {
+            names::validate_key("dependency", key)?;
+        }
+        let now = match params.now {
+            Some(now) => now,
+            None => self.now().await?,
+        };
+        let rows = sqlx::query(&self.inner.queries.dependency_list)
+            .bind(&params.dependency)
+            .fetch_all(&self.inner.pool)
+            .await
+            .classified()?;
+        let waiting = self
+            .dependency_waiting(params.dependency.as_deref())
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let key: String = row.try_get("key").classified()?;
+                let record: serde_json::Value = row.try_get("record").classified()?;
+                let record: DependencyRecord = serde_json::from_value(record).map_err(|err| {
+                    StoreError::Corrupt(format!("dependencies.record of {key:?}: {err}"))
+                })?;
+                let counts = waiting.get(&key).copied().unwrap_or_default();
+                Ok(record.view(&key, now.timestamp_micros(), counts))
+            })
+            .collect()
+    }
+
+    async fn dependency_sweep(
+        &self,
+        params: DependencySweepParams,
+    ) -> Result<Vec<String>, StoreError> {
+        let now = match params.now {
+            Some(now) => now,
+            None => self.now().await?,
+        };
+        let rows = sqlx::query(&self.inner.queries.dependency_list)
+            .bind(None::<String>)
+            .fetch_all(&self.inner.pool)
+            .await
+            .classified()?;
+        let mut released = Vec::new();
+        let mut wake = Vec::new();
+        for row in &rows {
+            let key: String = row.try_get("key").classified()?;
+            let record: serde_json::Value = row.try_get("record").classified()?;
+            let record: DependencyRecord = serde_json::from_value(record).map_err(|err| {
+                StoreError::Corrupt(format!("dependencies.record of {key:?}: {err}"))
+            })?;
+            if !record.wants_probe(now.timestamp_micros()) {
+                continue;
+            }
+            let queue: Option<String> =
+                sqlx::query_scalar(&self.inner.queries.dependency_sweep_release)
+                    .bind(&key)
+                    .bind(now)
+                    .fetch_optional(&self.inner.pool)
+                    .await
+                    .classified()?;
+            if let Some(queue) = queue {
+                wake.push(queue);
+                released.push(key);
+            }
+        }
+        self.announce(wake);
+        Ok(released)
     }
 
     async fn worker_heartbeat(&self, params: WorkerHeartbeatParams) -> Result<(), StoreError> {

@@ -178,8 +178,14 @@ pub fn render_report(report: &Report) -> String {
     let p = &c.policy;
     let b = p.backoff();
     let subtitle = format!(
-        "{} jobs/s; {} attempts, {} x{} capped at {}, jitter {}; {:.1} requests per fresh job while down; {} dead ({:.2}%); drained {} after recovery",
+        "{} jobs/s; {}; {} attempts, {} x{} capped at {}, jitter {}; {:.2} requests per fresh job while down; {} dead ({:.2}%); drained {} after recovery",
         c.arrivals.rate,
+        match (&c.dependency.breaker, &c.dependency.rate_limit) {
+            (Some(_), Some(rate)) => format!("breaker, rate limit {}/s", rate.per_second),
+            (Some(_), None) => "breaker".to_string(),
+            (None, Some(rate)) => format!("rate limit {}/s", rate.per_second),
+            (None, None) => "no breaker".to_string(),
+        },
         p.max_attempts(),
         duration::format(b.base),
         b.multiplier,

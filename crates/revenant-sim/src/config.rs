@@ -15,16 +15,17 @@
 //! config.validate().unwrap();
 //! ```
 //!
-//! The structs are `#[non_exhaustive]` so that issue 8's protections (a circuit
-//! breaker, a rate limit and a retry budget per dependency) can be added as new fields
-//! with defaults that leave them off, without breaking callers. They will sit between
-//! "a job is due" and "a request reaches the provider" in the engine (`Engine::pump`
-//! in the private `engine` module), deferring a job without spending an attempt, which
-//! is the shape the runtime will give them too (a snooze); the breaker will also watch
-//! the provider's answers there (`Engine::settle`).
+//! The structs are `#[non_exhaustive]` so fields can be added with defaults that keep
+//! old scenarios as they were. [`SimConfig::dependency`] is one: the provider's
+//! circuit breaker, rate limit and retry budget, off by default here (`revenant
+//! simulate` turns them on; `--no-breaker` turns them off again). They sit between "a
+//! job is due" and "a request reaches the provider", run by the very state machine the
+//! stores run ([`revenant_core::dependency::DependencyRecord`]), and send jobs back to
+//! wait without spending an attempt, as the runtime does.
 
 use std::time::Duration;
 
+use revenant_core::dependency::{DependencyPolicy, RateLimit};
 use revenant_core::{Backoff, InputError, Jitter, RetryPolicy};
 use serde::Serialize;
 
@@ -51,6 +52,9 @@ pub struct SimConfig {
     /// The seed of every random draw (Poisson arrivals, poison jobs, jitter). The same
     /// seed and config give the same report, to the request. Default 1.
     pub seed: u64,
+    /// How the provider is protected: its circuit breaker, rate limit and retry
+    /// budget. Default [`DependencyPolicy::off`]: nothing, every due job is sent.
+    pub dependency: DependencyPolicy,
 }
 
 impl Default for SimConfig {
@@ -62,6 +66,7 @@ impl Default for SimConfig {
             workers: Workers::default(),
             poison_share: 0.0,
             seed: 1,
+            dependency: DependencyPolicy::off(),
         }
     }
 }
@@ -181,6 +186,18 @@ pub fn seed_policy(jitter: Jitter) -> RetryPolicy {
 }
 
 impl SimConfig {
+    /// The seed story as issue 8 tells it: the provider allows 50 requests a second,
+    /// and it is protected by revenant's default breaker and retry budget with a rate
+    /// limit of 50 requests a second (a burst of 1 keeps every whole second at 50 or
+    /// fewer). What `revenant simulate` runs by default.
+    pub fn protected_seed_story() -> SimConfig {
+        let mut config = SimConfig::default();
+        config.provider.capacity = Some(50.0);
+        config.dependency =
+            DependencyPolicy::default().with_rate_limit(RateLimit::per_second(50.0));
+        config
+    }
+
     /// The longest arrivals, outage or backoff cap accepted: two days. The run keeps
     /// one record per virtual second, so a scenario reaching years ahead would take
     /// gigabytes; nothing the design asks about needs more.
@@ -248,6 +265,7 @@ impl SimConfig {
                 ));
             }
         }
+        self.dependency.validate()?;
         if let Some(slots) = self.workers.slots {
             if slots == 0 {
                 return Err(InputError::new("workers", "must be at least 1"));

@@ -6,12 +6,25 @@
 //! provider, and the answer goes through [`revenant_core::decide()`], the very function
 //! the runtime calls, which says complete, retry after a delay, or dead. So the
 //! simulator cannot drift from the runtime's retry arithmetic.
+//!
+//! With a [`revenant_core::dependency::DependencyPolicy`], a claimed job first asks
+//! the provider's [`DependencyRecord`] for a permit, as the stores do: run (after the
+//! rate limit's wait), run as the breaker's probe, or wait (its attempt given back),
+//! parked until the breaker closes, until its rate-limit turn, or its backoff again
+//! when over the retry budget. Every answer is reported to the record at once (the
+//! runtime batches them every 200 ms), and a closing breaker releases the parked jobs
+//! on the rate limit's turns. A sweep every 5 s makes a parked job due for a probe when
+//! no new job comes, as the worker's maintenance does.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use revenant_core::dependency::{
+    Decision, DependencyPolicy, DependencyRecord, PermitInput, ProbeOutcome, WaitReason,
+};
 use revenant_core::{decide, DeadReason, InputError, Outcome, Transition};
 
 use crate::config::{SimConfig, Spacing};
@@ -19,6 +32,12 @@ use crate::report::{Report, Tally};
 use crate::series::Second;
 
 const MICROS: u64 = 1_000_000;
+
+/// How often the dependency sweep runs: the worker's lease-sweep interval.
+const SWEEP_EVERY: u64 = 5 * MICROS;
+
+/// How long a probe may go unanswered: the default policy's lease.
+const PROBE_LEASE: Duration = Duration::from_secs(60);
 
 /// Runs the scenario to the end: until arrivals have stopped and every job is
 /// completed or dead. Refuses a config that [`SimConfig::validate`] refuses.
@@ -38,10 +57,15 @@ pub fn simulate(config: &SimConfig) -> Result<Report, InputError> {
 enum Event {
     /// The next job arrives.
     Arrive,
-    /// A job's backoff is over: it is due again.
-    Due(u32),
-    /// The provider answers an attempt sent `latency` ago.
-    Answer(u32, Answer),
+    /// A job's wait is over: it is due again (ignored unless the generation is the
+    /// job's current one: a released parked job gets a new due time).
+    Due(u32, u32),
+    /// A job's rate-limit wait in its worker slot is over: send it (probe or not).
+    Start(u32, bool),
+    /// The provider answers an attempt sent `latency` ago (the probe's or not).
+    Answer(u32, Answer, bool),
+    /// The dependency sweep.
+    Sweep,
 }
 
 /// The provider's answer to one attempt, before `decide` turns it into a transition.
@@ -59,6 +83,25 @@ struct Job {
     arrived_us: u64,
     attempts: u32,
     poison: bool,
+    /// Bumped whenever its due time changes, so older `Due` events are ignored.
+    generation: u32,
+    /// What it waits for on the dependency, while it waits.
+    waiting_for: Option<WaitReason>,
+    /// Its place among the parked jobs, while parked.
+    parked: Option<u64>,
+    /// When it completed or died.
+    finished_us: Option<u64>,
+}
+
+/// The provider's protection: the state every store keeps, and the jobs parked on it.
+struct Protection {
+    policy: DependencyPolicy,
+    record: DependencyRecord,
+    /// Parked jobs in the order they were parked (claim order).
+    parked: BTreeMap<u64, u32>,
+    next_park: u64,
+    sweep_scheduled: bool,
+    probes: u64,
 }
 
 struct Engine<'a> {
@@ -88,6 +131,9 @@ struct Engine<'a> {
     now: u64,
     dead_exhausted: u64,
     dead_permanent: u64,
+    protection: Option<Protection>,
+    /// Requests the provider refused for being over its capacity.
+    over_capacity: u64,
 }
 
 impl<'a> Engine<'a> {
@@ -119,6 +165,15 @@ impl<'a> Engine<'a> {
             now: 0,
             dead_exhausted: 0,
             dead_permanent: 0,
+            protection: (!config.dependency.is_off()).then(|| Protection {
+                policy: config.dependency.clone(),
+                record: DependencyRecord::default(),
+                parked: BTreeMap::new(),
+                next_park: 0,
+                sweep_scheduled: false,
+                probes: 0,
+            }),
+            over_capacity: 0,
         };
         if engine.arrivals_end_us > 0 {
             engine.push(0, Event::Arrive);
@@ -133,19 +188,40 @@ impl<'a> Engine<'a> {
 
     fn run(&mut self) {
         while let Some(Reverse((at, _, event))) = self.events.pop() {
+            if let Event::Due(job, generation) = event {
+                if self.jobs[job as usize].generation != generation {
+                    // Superseded (a parked job released early): not an event at all,
+                    // so it does not move the clock to a time nothing happens at.
+                    continue;
+                }
+            }
             self.close_seconds_before(at);
             self.now = at;
             match event {
                 Event::Arrive => self.arrive(),
-                Event::Due(job) => {
-                    self.due.push_back(job);
-                    self.pump();
+                Event::Due(job, generation) => {
+                    let record = &mut self.jobs[job as usize];
+                    if record.generation == generation {
+                        if let Some(place) = record.parked.take() {
+                            if let Some(p) = self.protection.as_mut() {
+                                p.parked.remove(&place);
+                            }
+                        }
+                        self.due.push_back(job);
+                        self.pump();
+                    }
                 }
-                Event::Answer(job, answer) => {
+                Event::Start(job, probe) => {
                     self.running -= 1;
-                    self.settle(job, answer);
+                    self.send(job, probe);
                     self.pump();
                 }
+                Event::Answer(job, answer, probe) => {
+                    self.running -= 1;
+                    self.settle(job, answer, probe);
+                    self.pump();
+                }
+                Event::Sweep => self.sweep(),
             }
             if self.waiting == 0 {
                 self.drained_at_us.get_or_insert(self.now);
@@ -165,6 +241,10 @@ impl<'a> Engine<'a> {
             arrived_us: self.now,
             attempts: 0,
             poison,
+            generation: 0,
+            waiting_for: None,
+            parked: None,
+            finished_us: None,
         });
         self.second(self.now).arrived += 1;
         self.waiting += 1;
@@ -187,9 +267,6 @@ impl<'a> Engine<'a> {
     }
 
     /// Starts attempts for due jobs while there are free slots.
-    ///
-    /// Issue 8's breaker, rate limit and retry budget go here: before a job is
-    /// claimed, a gate may send it back to wait (a snooze: no attempt spent) instead.
     fn pump(&mut self) {
         while self
             .config
@@ -201,15 +278,85 @@ impl<'a> Engine<'a> {
                 break;
             };
             self.waiting -= 1;
-            self.attempt(job);
+            self.claim(job);
         }
     }
 
-    /// One attempt: claimed now, the request sent now, the answer now or after the
-    /// provider's latency.
-    fn attempt(&mut self, index: u32) {
+    /// One claim: the attempt is counted now; with a protected provider the job then
+    /// asks for a permit, as the runtime's gate does.
+    fn claim(&mut self, index: u32) {
         let job = &mut self.jobs[index as usize];
         job.attempts += 1;
+        let (attempts, waited_for) = (job.attempts, job.waiting_for.take());
+        let now = self.now;
+        if self.protection.is_none() {
+            self.send(index, false);
+            return;
+        }
+        // Drawn only with a protection, so unprotected runs keep their jitter draws
+        // (and their figures) as they were.
+        let failures = attempts.saturating_sub(1).max(1);
+        let retry_delay = self
+            .config
+            .policy
+            .retry_delay(failures, None, &mut self.jitter_rng);
+        let protection = self.protection.as_mut().expect("checked above");
+        let request = PermitInput {
+            job: i64::from(index),
+            attempts: attempts as i32,
+            reserved: waited_for == Some(WaitReason::RateLimit),
+            retry_delay,
+        };
+        let decision = protection.record.acquire(
+            &protection.policy,
+            now as i64,
+            "sim",
+            PROBE_LEASE,
+            &[request],
+        )[0];
+        match decision {
+            Decision::Run { wait_us } if wait_us > 0 => {
+                // It waits for its turn in its worker slot.
+                self.running += 1;
+                self.push(now + wait_us as u64, Event::Start(index, false));
+            }
+            Decision::Run { .. } => self.send(index, false),
+            Decision::Probe => {
+                protection.probes += 1;
+                self.send(index, true);
+            }
+            Decision::Wait { reason, until_us } => {
+                let mut sweep = false;
+                let job = &mut self.jobs[index as usize];
+                job.attempts -= 1;
+                job.waiting_for = Some(reason);
+                job.generation += 1;
+                let generation = job.generation;
+                if reason == WaitReason::Breaker {
+                    job.parked = Some(protection.next_park);
+                    protection.parked.insert(protection.next_park, index);
+                    protection.next_park += 1;
+                    if !protection.sweep_scheduled {
+                        protection.sweep_scheduled = true;
+                        sweep = true;
+                    }
+                }
+                if sweep {
+                    self.push(now + SWEEP_EVERY, Event::Sweep);
+                }
+                self.waiting += 1;
+                self.push(
+                    until_us.max(now as i64) as u64,
+                    Event::Due(index, generation),
+                );
+            }
+        }
+    }
+
+    /// The request reaches the provider now (a poison job sends none); the answer
+    /// comes now or after the provider's latency.
+    fn send(&mut self, index: u32, probe: bool) {
+        let job = &self.jobs[index as usize];
         let (attempt, poison) = (job.attempts, job.poison);
         let answer = if poison {
             Answer::Poison
@@ -223,10 +370,66 @@ impl<'a> Engine<'a> {
             self.provider_answer()
         };
         if self.latency_us == 0 {
-            self.settle(index, answer);
+            self.settle(index, answer, probe);
         } else {
             self.running += 1;
-            self.push(self.now + self.latency_us, Event::Answer(index, answer));
+            self.push(
+                self.now + self.latency_us,
+                Event::Answer(index, answer, probe),
+            );
+        }
+    }
+
+    /// The worker's dependency sweep: a breaker that wants a probe while every job of
+    /// its key is parked gets its first parked job due now.
+    fn sweep(&mut self) {
+        let now = self.now;
+        let mut pushes = Vec::new();
+        if let Some(protection) = self.protection.as_mut() {
+            protection.sweep_scheduled = false;
+            if protection.record.wants_probe(now as i64) {
+                if let Some((&place, &index)) = protection.parked.iter().next() {
+                    protection.parked.remove(&place);
+                    let job = &mut self.jobs[index as usize];
+                    job.parked = None;
+                    job.generation += 1;
+                    pushes.push((now, Event::Due(index, job.generation)));
+                }
+            }
+            if !protection.parked.is_empty() {
+                protection.sweep_scheduled = true;
+                pushes.push((now + SWEEP_EVERY, Event::Sweep));
+            }
+        }
+        for (at, event) in pushes {
+            self.push(at, event);
+        }
+    }
+
+    /// The breaker closed: every parked job is due again, on the rate limit's turns
+    /// when there is one, in the order they were parked.
+    fn release_parked(&mut self) {
+        let now = self.now;
+        let Some(protection) = self.protection.as_mut() else {
+            return;
+        };
+        let parked: Vec<u32> = std::mem::take(&mut protection.parked)
+            .into_values()
+            .collect();
+        let (first, spacing) = protection
+            .record
+            .reserve_turns(now as i64, parked.len() as u64);
+        let mut pushes = Vec::with_capacity(parked.len());
+        for (i, index) in parked.into_iter().enumerate() {
+            let job = &mut self.jobs[index as usize];
+            job.parked = None;
+            job.waiting_for = (spacing > 0).then_some(WaitReason::RateLimit);
+            job.generation += 1;
+            let at = (first + spacing * i as i64).max(now as i64) as u64;
+            pushes.push((at, Event::Due(index, job.generation)));
+        }
+        for (at, event) in pushes {
+            self.push(at, event);
         }
     }
 
@@ -241,6 +444,7 @@ impl<'a> Engine<'a> {
                 self.capacity_window = (second, 0.0);
             }
             if self.capacity_window.1 + 1.0 > capacity {
+                self.over_capacity += 1;
                 return Answer::Unavailable;
             }
             self.capacity_window.1 += 1.0;
@@ -248,8 +452,10 @@ impl<'a> Engine<'a> {
         Answer::Success
     }
 
-    /// Runs the answer through `decide`, as the runtime's completer does.
-    fn settle(&mut self, index: u32, answer: Answer) {
+    /// Runs the answer through `decide`, as the runtime's completer does, and reports
+    /// it to the provider's breaker.
+    fn settle(&mut self, index: u32, answer: Answer, probe: bool) {
+        self.report(index, answer, probe);
         let job = self.jobs[index as usize];
         let outcome = match answer {
             Answer::Success => Outcome::Success,
@@ -275,19 +481,31 @@ impl<'a> Engine<'a> {
             policy,
             &mut self.jitter_rng,
         ) {
-            Transition::Complete => self.second(self.now).completed += 1,
+            Transition::Complete => {
+                self.jobs[index as usize].finished_us = Some(self.now);
+                self.second(self.now).completed += 1
+            }
             Transition::Retry { delay, .. } => {
                 self.waiting += 1;
-                self.push(self.now + delay.as_micros() as u64, Event::Due(index));
+                let generation = self.jobs[index as usize].generation;
+                self.push(
+                    self.now + delay.as_micros() as u64,
+                    Event::Due(index, generation),
+                );
             }
             Transition::Snooze { delay } => {
                 // Not produced by the outcomes above; handled as the runtime does
-                // (the attempt is given back) so a future gate can use it.
+                // (the attempt is given back).
                 self.jobs[index as usize].attempts -= 1;
                 self.waiting += 1;
-                self.push(self.now + delay.as_micros() as u64, Event::Due(index));
+                let generation = self.jobs[index as usize].generation;
+                self.push(
+                    self.now + delay.as_micros() as u64,
+                    Event::Due(index, generation),
+                );
             }
             Transition::Dead { reason, .. } => {
+                self.jobs[index as usize].finished_us = Some(self.now);
                 match reason {
                     DeadReason::Permanent => self.dead_permanent += 1,
                     _ => self.dead_exhausted += 1,
@@ -298,6 +516,30 @@ impl<'a> Engine<'a> {
             Transition::Cancel { .. } => {
                 unreachable!("the simulated provider never cancels a job")
             }
+        }
+    }
+
+    /// Reports an answer to the provider's breaker (at once; the runtime batches them):
+    /// a success or a 503; a poison job's permanent failure is not counted.
+    fn report(&mut self, index: u32, answer: Answer, probe: bool) {
+        let now = self.now as i64;
+        let Some(protection) = self.protection.as_mut() else {
+            return;
+        };
+        let (successes, failures, outcome) = match answer {
+            Answer::Success => (1, 0, ProbeOutcome::Success),
+            Answer::Unavailable => (0, 1, ProbeOutcome::Failure),
+            Answer::Poison => (0, 0, ProbeOutcome::Neutral),
+        };
+        let probe = probe.then_some((i64::from(index), outcome));
+        if successes + failures == 0 && probe.is_none() {
+            return;
+        }
+        let closed = protection
+            .record
+            .report(&protection.policy, now, successes, failures, probe);
+        if closed {
+            self.release_parked();
         }
     }
 
@@ -326,6 +568,19 @@ impl<'a> Engine<'a> {
     fn into_report(self) -> Report {
         let drained_at = self.drained_at_us.unwrap_or(self.now).max(self.outage.1);
         let seconds = |us: u64| us as f64 / MICROS as f64;
+        // The backlog at recovery: jobs that arrived before the provider came back and
+        // were not finished by then; it has drained when the last of them finished.
+        let end = self.outage.1;
+        let backlog: Vec<&Job> = self
+            .jobs
+            .iter()
+            .filter(|j| j.arrived_us < end && j.finished_us.is_none_or(|f| f >= end))
+            .collect();
+        let backlog_drained_at = backlog
+            .iter()
+            .map(|j| j.finished_us.unwrap_or(self.now))
+            .max()
+            .unwrap_or(end);
         Report::build(
             self.config.clone(),
             self.seconds,
@@ -338,6 +593,10 @@ impl<'a> Engine<'a> {
                 dead_permanent: self.dead_permanent,
                 drained_at_secs: seconds(drained_at),
                 ended_at_secs: seconds(self.now),
+                backlog_at_recovery: backlog.len() as u64,
+                backlog_drain_secs: seconds(backlog_drained_at.saturating_sub(end)),
+                probes: self.protection.as_ref().map_or(0, |p| p.probes),
+                over_capacity: self.over_capacity,
             },
         )
     }

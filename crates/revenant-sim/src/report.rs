@@ -51,6 +51,19 @@ pub struct Report {
     pub drain_secs: f64,
     /// The most attempts any job used.
     pub max_attempts_used: u32,
+    /// Jobs that arrived before the provider came back and were not finished then:
+    /// the backlog the recovery has to drain.
+    pub backlog_at_recovery: u64,
+    /// From the provider's recovery until the last of that backlog finished, seconds.
+    pub backlog_drain_secs: f64,
+    /// What issue 8 holds the drain to: the backlog over the provider's capacity, plus
+    /// a minute. `None` without a capacity.
+    pub backlog_drain_bound_secs: Option<f64>,
+    /// Probes the breaker sent (0 without a breaker).
+    pub probes: u64,
+    /// Requests the provider refused for being over its capacity (each a 503 and, for
+    /// the job, a failed attempt).
+    pub over_capacity: u64,
     /// When the last event happened, seconds from the start.
     pub ended_at_secs: f64,
     /// Every second of the run; see [`Report::series`] for buckets.
@@ -115,6 +128,10 @@ pub(crate) struct Tally {
     pub dead_permanent: u64,
     pub drained_at_secs: f64,
     pub ended_at_secs: f64,
+    pub backlog_at_recovery: u64,
+    pub backlog_drain_secs: f64,
+    pub probes: u64,
+    pub over_capacity: u64,
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -152,6 +169,14 @@ impl Report {
             drained_at_secs: tally.drained_at_secs,
             drain_secs: tally.drained_at_secs - outage_end,
             max_attempts_used: tally.max_attempts_used,
+            backlog_at_recovery: tally.backlog_at_recovery,
+            backlog_drain_secs: tally.backlog_drain_secs,
+            backlog_drain_bound_secs: config
+                .provider
+                .capacity
+                .map(|capacity| tally.backlog_at_recovery as f64 / capacity + 60.0),
+            probes: tally.probes,
+            over_capacity: tally.over_capacity,
             ended_at_secs: tally.ended_at_secs,
             seconds,
             config,

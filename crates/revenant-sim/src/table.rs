@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use revenant_core::duration;
 
+use revenant_core::dependency::DependencyPolicy;
+
 use crate::config::{SimConfig, Spacing};
 use crate::report::Report;
 
@@ -103,6 +105,7 @@ pub fn scenario(c: &SimConfig, with_jitter: bool) -> String {
             .unwrap_or_default(),
         c.seed
     );
+    let _ = writeln!(out, "{}", protection(&c.dependency));
     let _ = writeln!(
         out,
         "policy: {} attempts; backoff {} x{} capped at {}{}",
@@ -117,6 +120,48 @@ pub fn scenario(c: &SimConfig, with_jitter: bool) -> String {
         }
     );
     out
+}
+
+/// The provider's protection in one line.
+pub fn protection(d: &DependencyPolicy) -> String {
+    if d.is_off() {
+        return "protection: none (no breaker, rate limit or retry budget)".to_string();
+    }
+    let mut parts = Vec::new();
+    if let Some(b) = &d.breaker {
+        parts.push(format!(
+            "breaker at {:.0}% transient failures over {} (at least {} answers), cool-down {} doubling to {}",
+            b.failure_threshold * 100.0,
+            duration::format(b.window),
+            b.min_requests,
+            duration::format(b.cooldown),
+            duration::format(b.max_cooldown),
+        ));
+    }
+    if let Some(r) = &d.rate_limit {
+        parts.push(format!(
+            "rate limit {}/s (burst {})",
+            trim(r.per_second),
+            r.burst
+        ));
+    }
+    if let Some(b) = &d.retry_budget {
+        parts.push(format!(
+            "retry budget {:.0}% of first attempts (at least {} per {})",
+            b.ratio * 100.0,
+            b.min_retries,
+            duration::format(b.window),
+        ));
+    }
+    format!("protection: {}", parts.join("; "))
+}
+
+fn trim(x: f64) -> String {
+    if x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x}")
+    }
 }
 
 /// One run in a few lines: the scenario, then the figures.
@@ -172,6 +217,30 @@ pub fn summary(r: &Report) -> String {
         secs(r.drain_secs),
         secs(r.drained_at_secs)
     );
+    let _ = writeln!(
+        out,
+        "backlog at recovery: {} jobs, the last of them done {} after recovery{}",
+        r.backlog_at_recovery,
+        secs(r.backlog_drain_secs),
+        r.backlog_drain_bound_secs
+            .map(|bound| format!(
+                " (backlog / {} per second + 1 minute = {})",
+                trim(r.config.provider.capacity.unwrap_or(0.0)),
+                secs(bound)
+            ))
+            .unwrap_or_default()
+    );
+    if let Some(capacity) = r.config.provider.capacity {
+        let _ = writeln!(
+            out,
+            "the provider refused {} requests over its {}/s",
+            r.over_capacity,
+            trim(capacity)
+        );
+    }
+    if r.config.dependency.breaker.is_some() {
+        let _ = writeln!(out, "breaker probes sent: {}", r.probes);
+    }
     out
 }
 

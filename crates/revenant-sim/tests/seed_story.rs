@@ -373,3 +373,93 @@ fn check_text(text: &str) {
         );
     }
 }
+
+/// Issue 8's done-when, as the simulator predicts it: the seed story with a provider
+/// that allows 50 requests a second, protected by the default breaker and retry
+/// budget and a 50/s rate limit.
+fn protected_run() -> &'static Report {
+    static REPORT: OnceLock<Report> = OnceLock::new();
+    REPORT.get_or_init(|| simulate(&SimConfig::protected_seed_story()).unwrap())
+}
+
+#[test]
+fn the_breaker_holds_the_outage_to_probes_and_loses_nothing() {
+    let report = protected_run();
+    // While down: the requests before the breaker opened, then one probe per
+    // cool-down (5 s doubling to 15 s): far below 0.1 per fresh job.
+    assert!(
+        report.outage.requests_per_fresh_job <= 0.1,
+        "{}",
+        report.outage.requests_per_fresh_job
+    );
+    assert!(
+        (100..=140).contains(&report.probes),
+        "about 1800 s / 15 s probes: {}",
+        report.probes
+    );
+    assert_eq!(report.dead, 0);
+    assert_eq!(report.completed, report.jobs);
+    // Parked jobs got their attempts back: at most the one that failed before the
+    // breaker opened, plus the one that worked.
+    assert!(
+        report.max_attempts_used <= 3,
+        "{}",
+        report.max_attempts_used
+    );
+}
+
+#[test]
+fn after_recovery_the_provider_never_sees_more_than_its_limit_and_the_backlog_drains_in_time() {
+    let report = protected_run();
+    assert_eq!(report.recovery.peak_rps, 50);
+    assert_eq!(report.over_capacity, 0, "nothing was refused for load");
+    // Every job that arrived while the provider was down waits for it.
+    assert!(
+        (19_700..=19_900).contains(&report.backlog_at_recovery),
+        "{}",
+        report.backlog_at_recovery
+    );
+    let bound = report.backlog_drain_bound_secs.unwrap();
+    assert!(
+        report.backlog_drain_secs <= bound,
+        "drained in {} s, bound {bound} s",
+        report.backlog_drain_secs
+    );
+    // And not by accident: it is paced at the limit, so it takes at least the
+    // backlog over the rate.
+    assert!(report.backlog_drain_secs >= report.backlog_at_recovery as f64 / 50.0);
+}
+
+#[test]
+fn without_the_breaker_the_same_story_sends_several_requests_per_fresh_job() {
+    let mut config = SimConfig::protected_seed_story();
+    config.dependency = revenant_core::dependency::DependencyPolicy::off();
+    let report = simulate(&config).unwrap();
+    assert!(
+        report.outage.requests_per_fresh_job > 5.0,
+        "{}",
+        report.outage.requests_per_fresh_job
+    );
+    assert!(
+        report.recovery.peak_rps > 50,
+        "{}",
+        report.recovery.peak_rps
+    );
+    assert!(report.over_capacity > 0);
+    assert!(report.backlog_drain_secs > report.backlog_drain_bound_secs.unwrap());
+}
+
+#[test]
+fn with_no_new_jobs_the_sweep_still_sends_a_probe() {
+    // Jobs arrive only before the outage ends; the outage outlasts them by an hour, so
+    // every probe after the arrivals stop comes from the sweep.
+    let mut config = SimConfig::protected_seed_story();
+    config.arrivals.duration = Some(s(600));
+    config.provider.outage_length = s(3600);
+    let report = simulate(&config).unwrap();
+    assert_eq!(report.completed, report.jobs);
+    assert_eq!(report.dead, 0);
+    // Probes every 15 s through the hour: the sweep kept them coming.
+    assert!(report.probes > 200, "{}", report.probes);
+    assert!(report.backlog_drain_secs <= report.backlog_drain_bound_secs.unwrap());
+}

@@ -5,6 +5,17 @@
 --
 -- Two halves, each walking an index in claim order and stopping at the limit, instead
 -- of one OR that would sort every due job of the queue on each claim.
+--
+-- At most one expired lease per claim: the jobs a crashed process held expire
+-- together, and reclaimed in one batch they would share a process again, so a job that
+-- crashes its worker (a poison) would take the same neighbours down with it on every
+-- attempt until they too ran out of attempts. One per claim spreads them over claims
+-- and processes.
+--
+-- Within a priority, an expired lease goes before ready jobs: its attempt had started
+-- and was lost, and behind a backlog of ready jobs due earlier it would wait as long as
+-- the backlog lasts (RELIABILITY.md: reclaimed within lease + sweep + 2 s; the long
+-- kill -9 chaos test found reclaims waiting 95 s).
 SELECT id, status, attempts, worker, lease_expires_at, errors FROM (
     SELECT * FROM (
         SELECT j.id, j.status, j.attempts, j.worker, j.lease_expires_at, j.errors,
@@ -33,8 +44,8 @@ SELECT id, status, attempts, worker, lease_expires_at, errors FROM (
                   AND g.id <> j.id
                   AND (g.status = 'running' OR g.id < j.id)))
         ORDER BY j.priority DESC, j.run_at, j.id
-        LIMIT ?3
+        LIMIT 1
     )
 )
-ORDER BY priority DESC, run_at, id
+ORDER BY priority DESC, status = 'running' DESC, run_at, id
 LIMIT ?3

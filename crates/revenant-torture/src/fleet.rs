@@ -1,7 +1,7 @@
 //! The driver's side: enqueue in bulk, start and stop worker processes, wait for a
 //! queue to drain, read the final job table. Used by the tests and the drain benchmark.
 
-use std::fs::File;
+use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use revenant::store::{JobEnqueueParams, JobFilter, JobListParams, QueueStatsParams};
-use revenant::{NewJob, Store, StoreError};
+use revenant::store::{JobFilter, JobListParams, QueueStatsParams};
+use revenant::{Job, Store, StoreError};
 
 use crate::behaviour::Plan;
 use crate::checker::FinalJob;
-use crate::ledger::{now_micros, Event, LedgerWriter};
-use crate::worker::KIND;
+use crate::ledger::{now_micros, raw_now_micros, Event, LedgerWriter};
+use crate::produce::{self, Shape};
 
 /// Enqueues `count` torture jobs in `queue`, `batch` per call (each call one
 /// transaction), and records every acknowledged call in `ledger`. Returns the ids.
@@ -27,33 +27,15 @@ pub async fn enqueue(
     max_attempts: i32,
     ledger: Option<&LedgerWriter>,
 ) -> Result<Vec<i64>, StoreError> {
-    let mut ids = Vec::with_capacity(count);
-    let mut left = count;
-    while left > 0 {
-        let n = left.min(batch.max(1));
-        let enqueued = store
-            .job_enqueue(JobEnqueueParams {
-                jobs: (0..n)
-                    .map(|_| NewJob::new(queue, KIND, serde_json::json!({})))
-                    .collect(),
-                default_max_attempts: max_attempts,
-                now: None,
-            })
-            .await?;
-        let batch_ids: Vec<i64> = enqueued.iter().map(|e| e.id).collect();
-        if let Some(ledger) = ledger {
-            ledger
-                .record(&Event::Enqueued {
-                    ids: batch_ids.clone(),
-                    max_attempts,
-                    t: now_micros(),
-                })
-                .map_err(StoreError::unavailable)?;
-        }
-        ids.extend(batch_ids);
-        left -= n;
-    }
-    Ok(ids)
+    produce::produce(
+        store,
+        &Shape::plain(queue, max_attempts),
+        count,
+        batch,
+        Duration::ZERO,
+        ledger,
+    )
+    .await
 }
 
 /// Jobs of `queue` in a terminal state (completed, dead, cancelled).
@@ -101,6 +83,15 @@ pub async fn wait_finished(
 
 /// Every job of `queue`, as the checker needs it.
 pub async fn final_jobs(store: &dyn Store, queue: &str) -> Result<Vec<FinalJob>, StoreError> {
+    Ok(all_jobs(store, queue)
+        .await?
+        .iter()
+        .map(FinalJob::from)
+        .collect())
+}
+
+/// Every job of `queue`, newest first.
+pub async fn all_jobs(store: &dyn Store, queue: &str) -> Result<Vec<Job>, StoreError> {
     let mut jobs = Vec::new();
     let mut before_id = None;
     loop {
@@ -118,7 +109,7 @@ pub async fn final_jobs(store: &dyn Store, queue: &str) -> Result<Vec<FinalJob>,
             return Ok(jobs);
         };
         before_id = Some(last.id);
-        jobs.extend(page.iter().map(FinalJob::from));
+        jobs.extend(page);
     }
 }
 
@@ -136,6 +127,8 @@ pub struct WorkerSpec {
     pub schema: Option<String>,
     /// The PostgreSQL pool size per process; None for the store's default.
     pub max_connections: Option<u32>,
+    /// The PostgreSQL connections' `application_name`; None for the store's default.
+    pub application_name: Option<String>,
     /// The queue.
     pub queue: String,
     /// Jobs at once per process.
@@ -144,14 +137,31 @@ pub struct WorkerSpec {
     pub plan: Plan,
     /// Where the ledger goes; None for none.
     pub ledger_dir: Option<PathBuf>,
-    /// Where each process's stderr goes (`worker-<n>.log`).
+    /// Where each process's stderr goes (`worker-<n>.log`, appended to across restarts).
     pub log_dir: PathBuf,
-    /// The lease, in milliseconds.
+    /// The lease claims take, in milliseconds.
     pub lease_ms: u64,
+    /// The attempt timeout, in milliseconds; None for half the lease.
+    pub attempt_timeout_ms: Option<u64>,
+    /// The heartbeat interval, in milliseconds; None for a third of the lease.
+    pub heartbeat_ms: Option<u64>,
+    /// The torture kind's own lease, in milliseconds (see the worker's
+    /// `--kind-lease-ms`); None for the claims' lease.
+    pub kind_lease_ms: Option<u64>,
+    /// Lease heartbeats on (the default) or off.
+    pub heartbeats: bool,
+    /// The expired-lease sweep's interval, in milliseconds; None for the runtime's.
+    pub sweep_ms: Option<u64>,
     /// The fallback poll interval, in milliseconds.
     pub poll_ms: u64,
+    /// The first retry's delay, in milliseconds.
+    pub backoff_ms: u64,
     /// How long running jobs may finish after SIGTERM, in milliseconds.
     pub grace_ms: u64,
+    /// Extra arguments for the worker (`--produce`, `--runtime-threads`, ...).
+    pub extra_args: Vec<String>,
+    /// Extra environment variables (`LD_PRELOAD`, `FAKETIME`).
+    pub env: Vec<(String, String)>,
 }
 
 impl WorkerSpec {
@@ -164,21 +174,37 @@ impl WorkerSpec {
             url: url.into(),
             schema: None,
             max_connections: None,
+            application_name: None,
             queue: queue.into(),
             concurrency: 50,
             plan: Plan::default(),
             ledger_dir: None,
             log_dir: std::env::temp_dir(),
             lease_ms: 30_000,
+            attempt_timeout_ms: None,
+            heartbeat_ms: None,
+            kind_lease_ms: None,
+            heartbeats: true,
+            sweep_ms: None,
             poll_ms: 200,
+            backoff_ms: 50,
             grace_ms: 5_000,
+            extra_args: Vec::new(),
+            env: Vec::new(),
         }
+    }
+
+    /// The worker id process number `index` runs under: the same for every process
+    /// started with that index, so a restarted worker reuses its predecessor's name.
+    pub fn worker_id(&self, index: usize) -> String {
+        format!("torture-{}-{index}", std::process::id())
     }
 
     /// Starts worker number `index` (it names the log file and the worker id).
     pub fn spawn(&self, index: usize) -> std::io::Result<WorkerProcess> {
         std::fs::create_dir_all(&self.log_dir)?;
         let log = self.log_dir.join(format!("worker-{index}.log"));
+        let stderr = OpenOptions::new().create(true).append(true).open(&log)?;
         let mut command = Command::new(&self.exe);
         command
             .args(&self.prefix_args)
@@ -196,18 +222,43 @@ impl WorkerSpec {
             .arg(self.lease_ms.to_string())
             .arg("--poll-ms")
             .arg(self.poll_ms.to_string())
+            .arg("--backoff-ms")
+            .arg(self.backoff_ms.to_string())
             .arg("--grace-ms")
             .arg(self.grace_ms.to_string())
             .arg("--worker-id")
-            .arg(format!("torture-{}-{index}", std::process::id()))
+            .arg(self.worker_id(index))
+            .args(&self.extra_args)
+            // Planned panics by the thousand: a symbolized backtrace each would be most
+            // of a worker's CPU, and a starved runtime times out jobs the plan says
+            // succeed. `env` may set it again.
+            .env("RUST_BACKTRACE", "0")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(File::create(&log)?);
-        if let Some(schema) = &self.schema {
-            command.arg("--schema").arg(schema);
+            .stderr(stderr);
+        let optional = [
+            ("--schema", self.schema.clone()),
+            (
+                "--max-connections",
+                self.max_connections.map(|n| n.to_string()),
+            ),
+            ("--application-name", self.application_name.clone()),
+            (
+                "--attempt-timeout-ms",
+                self.attempt_timeout_ms.map(|n| n.to_string()),
+            ),
+            ("--heartbeat-ms", self.heartbeat_ms.map(|n| n.to_string())),
+            ("--kind-lease-ms", self.kind_lease_ms.map(|n| n.to_string())),
+            ("--sweep-ms", self.sweep_ms.map(|n| n.to_string())),
+        ];
+        for (flag, value) in optional {
+            if let Some(value) = value {
+                command.arg(flag).arg(value);
+            }
         }
-        if let Some(n) = self.max_connections {
-            command.arg("--max-connections").arg(n.to_string());
+        if !self.heartbeats {
+            command.arg("--no-heartbeats");
         }
         if let Some(dir) = &self.ledger_dir {
             command.arg("--ledger-dir").arg(dir);
@@ -215,6 +266,7 @@ impl WorkerSpec {
         Ok(WorkerProcess {
             child: command.spawn()?,
             log,
+            index,
         })
     }
 }
@@ -225,9 +277,15 @@ impl WorkerSpec {
 pub struct WorkerProcess {
     child: Child,
     log: PathBuf,
+    index: usize,
 }
 
 impl WorkerProcess {
+    /// The index it was started with (its worker id's suffix).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
@@ -316,6 +374,7 @@ pub fn driver_ledger(dir: &Path) -> std::io::Result<Arc<LedgerWriter>> {
         role: "driver".into(),
         worker: None,
         t: now_micros(),
+        t_raw: raw_now_micros(),
     })?;
     Ok(Arc::new(writer))
 }

@@ -6,21 +6,38 @@
 //! most the line being written, and [`read_dir`] skips a torn last line.
 //!
 //! Times are microseconds since the Unix epoch on the machine's clock: every process
-//! of a run shares it, so times from different files compare.
+//! of a run shares it, so times from different files compare. A process whose clock is
+//! skewed on purpose (libfaketime, RELIABILITY.md test 10) is told its skew
+//! ([`set_clock_offset_micros`]) and writes machine time all the same.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-/// Microseconds since the Unix epoch, now.
-pub fn now_micros() -> i64 {
+/// How far this process's clock is ahead of the machine's, in microseconds.
+static CLOCK_OFFSET: AtomicI64 = AtomicI64::new(0);
+
+/// Tells the ledger that this process's clock runs `offset` microseconds ahead of the
+/// machine's (negative: behind), so [`now_micros`] subtracts it.
+pub fn set_clock_offset_micros(offset: i64) {
+    CLOCK_OFFSET.store(offset, Ordering::Relaxed);
+}
+
+/// Microseconds since the Unix epoch on this process's own clock, skew included.
+pub fn raw_now_micros() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// Microseconds since the Unix epoch on the machine's clock, now.
+pub fn now_micros() -> i64 {
+    raw_now_micros().saturating_sub(CLOCK_OFFSET.load(Ordering::Relaxed))
 }
 
 /// Which store call an [`Event::Ack`] records.
@@ -77,13 +94,32 @@ pub enum Event {
         worker: Option<String>,
         /// When.
         t: i64,
+        /// When, on the process's own clock (differs from `t` only under a skew).
+        #[serde(default)]
+        t_raw: i64,
+    },
+    /// An enqueue about to be sent: jobs `first..first + count` of this producer (their
+    /// payloads carry `n` and `pid`). If the process dies before the matching
+    /// `enqueued` line, the call may or may not have committed.
+    Enqueuing {
+        /// The producing process.
+        pid: u32,
+        /// The first job's number.
+        first: usize,
+        /// How many.
+        count: usize,
+        /// When the call started.
+        t: i64,
     },
     /// An enqueue the store acknowledged: these jobs exist.
     Enqueued {
-        /// Their ids.
+        /// Their ids (a unique key held by an earlier job gives that job's id).
         ids: Vec<i64>,
         /// Their `max_attempts`.
         max_attempts: i32,
+        /// Their unique keys, one per id, when they had them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        unique_keys: Vec<String>,
         /// When the store answered.
         t: i64,
     },
@@ -101,6 +137,15 @@ pub enum Event {
         t0: i64,
         /// When it returned.
         t: i64,
+        /// The job's `run_at` as claimed, on the database's clock (µs).
+        #[serde(default)]
+        run_at: i64,
+        /// The claim's time on the database's clock (`attempted_at`, µs).
+        #[serde(default)]
+        db_t: i64,
+        /// The lease's expiry the claim set, on the database's clock (µs).
+        #[serde(default)]
+        lease_until: i64,
     },
     /// A handler run started.
     Start {
@@ -198,6 +243,7 @@ pub fn read_dir(dir: &Path) -> std::io::Result<Vec<Event>> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .filter(|p| p.metadata().is_ok_and(|m| m.is_file()))
         .collect();
     paths.sort();
     let mut events = Vec::new();

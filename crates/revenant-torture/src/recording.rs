@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use revenant::dependency::DependencyState;
 use revenant::store::*;
 use revenant::{Job, JobId, Store, StoreError, Timestamp};
 
@@ -100,6 +101,9 @@ impl Store for RecordingStore {
                     pid: self.pid,
                     t0,
                     t,
+                    run_at: job.run_at.timestamp_micros(),
+                    db_t: job.attempted_at.map_or(0, |at| at.timestamp_micros()),
+                    lease_until: job.lease_expires_at.map_or(0, |at| at.timestamp_micros()),
                 });
             }
         }
@@ -178,6 +182,12 @@ impl Store for RecordingStore {
     async fn queue_stats(&self, p: QueueStatsParams) -> Result<Vec<QueueStats>, StoreError> {
         self.inner.queue_stats(p).await
     }
+    async fn queue_history(
+        &self,
+        p: QueueHistoryParams,
+    ) -> Result<Vec<QueueHistoryPoint>, StoreError> {
+        self.inner.queue_history(p).await
+    }
     async fn worker_heartbeat(&self, p: WorkerHeartbeatParams) -> Result<(), StoreError> {
         self.inner.worker_heartbeat(p).await
     }
@@ -186,5 +196,29 @@ impl Store for RecordingStore {
     }
     async fn worker_remove(&self, p: WorkerRemoveParams) -> Result<u64, StoreError> {
         self.inner.worker_remove(p).await
+    }
+    async fn dependency_acquire(
+        &self,
+        p: DependencyAcquireParams,
+    ) -> Result<DependencyAcquired, StoreError> {
+        self.inner.dependency_acquire(p).await
+    }
+    async fn dependency_report(
+        &self,
+        p: DependencyReportParams,
+    ) -> Result<DependencyState, StoreError> {
+        self.inner.dependency_report(p).await
+    }
+    async fn dependency_set(&self, p: DependencySetParams) -> Result<DependencyState, StoreError> {
+        self.inner.dependency_set(p).await
+    }
+    async fn dependency_list(
+        &self,
+        p: DependencyListParams,
+    ) -> Result<Vec<DependencyState>, StoreError> {
+        self.inner.dependency_list(p).await
+    }
+    async fn dependency_sweep(&self, p: DependencySweepParams) -> Result<Vec<String>, StoreError> {
+        self.inner.dependency_sweep(p).await
     }
 }

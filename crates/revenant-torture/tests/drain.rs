@@ -11,7 +11,7 @@ mod support;
 use std::time::Duration;
 
 use revenant_torture::behaviour::Plan;
-use support::{count, drain, PgSchema};
+use support::{count, drain, Backend, Db};
 
 fn assert_exactly_once(report: &revenant_torture::checker::Report, jobs: usize) {
     assert!(report.is_safe(), "{report}");
@@ -24,21 +24,11 @@ fn assert_exactly_once(report: &revenant_torture::checker::Report, jobs: usize) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_worker_processes_drain_50000_jobs_exactly_once() {
-    let Some(db) = PgSchema::new().await else {
+    let Some(db) = Db::new(Backend::Postgres).await else {
         return;
     };
     let jobs = count("REVENANT_TORTURE_DRAIN_JOBS", 50_000);
-    let dir = tempfile::tempdir().unwrap();
-    let drained = drain(
-        &db.url,
-        Some(&db.schema),
-        4,
-        jobs,
-        Plan::default(),
-        Duration::from_secs(300),
-        dir.path(),
-    )
-    .await;
+    let drained = drain(&db, 4, jobs, Plan::default(), Duration::from_secs(300)).await;
     eprintln!(
         "postgres, 4 processes, {jobs} jobs: enqueue {:?}, drain {:?} ({:.0} jobs/s, debug build)\n{}",
         drained.enqueue,
@@ -47,24 +37,14 @@ async fn four_worker_processes_drain_50000_jobs_exactly_once() {
         drained.report
     );
     assert_exactly_once(&drained.report, jobs);
-    db.drop_schema().await;
+    db.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_worker_processes_drain_a_sqlite_queue_exactly_once() {
+    let db = Db::new(Backend::Sqlite).await.expect("sqlite");
     let jobs = count("REVENANT_TORTURE_SQLITE_JOBS", 10_000);
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("torture.db").display());
-    let drained = drain(
-        &url,
-        None,
-        2,
-        jobs,
-        Plan::default(),
-        Duration::from_secs(180),
-        dir.path(),
-    )
-    .await;
+    let drained = drain(&db, 2, jobs, Plan::default(), Duration::from_secs(180)).await;
     eprintln!(
         "sqlite, 2 processes, {jobs} jobs: enqueue {:?}, drain {:?} ({:.0} jobs/s, debug build)\n{}",
         drained.enqueue,
@@ -77,7 +57,7 @@ async fn two_worker_processes_drain_a_sqlite_queue_exactly_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_worker_processes_end_a_seeded_mix_where_the_seed_predicts() {
-    let Some(db) = PgSchema::new().await else {
+    let Some(db) = Db::new(Backend::Postgres).await else {
         return;
     };
     let jobs = count("REVENANT_TORTURE_MIX_JOBS", 3_000);
@@ -88,17 +68,7 @@ async fn two_worker_processes_end_a_seeded_mix_where_the_seed_predicts() {
             .parse()
             .unwrap(),
     };
-    let dir = tempfile::tempdir().unwrap();
-    let drained = drain(
-        &db.url,
-        Some(&db.schema),
-        2,
-        jobs,
-        plan,
-        Duration::from_secs(180),
-        dir.path(),
-    )
-    .await;
+    let drained = drain(&db, 2, jobs, plan, Duration::from_secs(180)).await;
     let report = &drained.report;
     eprintln!(
         "postgres, 2 processes, seeded mix of {jobs}: drain {:?}\n{report}",
@@ -116,5 +86,5 @@ async fn two_worker_processes_end_a_seeded_mix_where_the_seed_predicts() {
     );
     assert_eq!(report.duplicates, 0, "{report}");
     assert_eq!(report.extra_attempts, 0, "{report}");
-    db.drop_schema().await;
+    db.cleanup().await;
 }

@@ -7,6 +7,13 @@
 //!
 //! Needs `initdb` and `pg_ctl` (on PATH or in /usr/lib/postgresql/*/bin). Without them
 //! the test is skipped loudly, or fails under `CI=true`.
+//!
+//! Dropped connections (the rest of test 5) need no private cluster: the workers' own
+//! connections on the shared server are found by their `application_name` and
+//! terminated with `pg_terminate_backend`, several times mid-run.
+//!
+//! PostgreSQL only: SQLite has no server to restart and no connection to drop (its
+//! process crashes are test 3, `sqlite_crash.rs`).
 
 mod support;
 
@@ -17,7 +24,11 @@ use revenant_torture::checker;
 use revenant_torture::fleet::{self, WorkerSpec};
 use revenant_torture::ledger::{self, now_micros, Event};
 use revenant_torture::worker;
-use support::{count, in_ci, Cluster, WORKER_EXE};
+use sqlx::Connection;
+use support::{
+    assert_alive, count, in_ci, scale, stop_all, summary, Backend, Cluster, Db, Fleet, Summary,
+    WORKER_EXE,
+};
 
 const QUEUE: &str = "torture";
 
@@ -33,7 +44,7 @@ async fn workers_survive_a_postgres_restart_and_resume_within_10_seconds() {
     };
     let server = cluster.0.clone();
     let url = server.url();
-    let jobs = count("REVENANT_TORTURE_RESTART_JOBS", 4_000);
+    let jobs = count("REVENANT_TORTURE_RESTART_JOBS", scale(4_000, 40_000));
     // Each job sleeps 25 ms, so 3 processes × 10 slots take a few seconds: the restart
     // lands mid-run.
     let plan = Plan {
@@ -155,12 +166,23 @@ async fn workers_survive_a_postgres_restart_and_resume_within_10_seconds() {
     let resumed = Duration::from_micros((first_start_after - restarted_at) as u64);
     let rows = fleet::final_jobs(store.as_ref(), QUEUE).await.unwrap();
     let report = checker::check(&plan, &events, &rows);
-    eprintln!(
-        "restart: stopped with {done_before_stop} of {jobs} jobs finished; claiming resumed \
-         {resumed:?} after the server accepted connections; {} handler starts while it was \
-         down; {report}",
-        starts(stopped_at, restarted_at)
+    let measured = format!(
+        "stopped with {done_before_stop} of {jobs} jobs finished; claiming resumed \
+         {resumed:.2?} after the server accepted connections; {} handler starts while it was \
+         down; {} extra attempts",
+        starts(stopped_at, restarted_at),
+        report.extra_attempts
     );
+    summary(Summary {
+        test: "5 database restart",
+        backend: "postgres",
+        jobs,
+        faults: 1,
+        fault_kind: "pg_ctl stop + start",
+        report: &report,
+        measured: measured.clone(),
+    });
+    eprintln!("restart: {measured}; {report}");
     assert!(
         resumed < Duration::from_secs(10),
         "claiming resumed {resumed:?} after the restart"
@@ -171,4 +193,97 @@ async fn workers_survive_a_postgres_restart_and_resume_within_10_seconds() {
     tokio::task::spawn_blocking(move || drop(cluster))
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_survive_dropped_connections_and_resume_within_10_seconds() {
+    let Some(db) = Db::new(Backend::Postgres).await else {
+        return;
+    };
+    let jobs = scale(3_000, 30_000);
+    let drops = scale(3, 20);
+    let plan = Plan {
+        seed: 6,
+        mix: Mix::all_sleep(25),
+    };
+    let mut fleet = Fleet::new(&db, QUEUE, plan).await;
+    let app = format!("rvt_{}", db.schema.as_deref().unwrap_or("x"));
+    fleet.spec.application_name = Some(app.clone());
+    fleet.spec.lease_ms = 15_000;
+    fleet.enqueue(jobs, 3).await;
+    let mut workers = fleet.spawn(3);
+    let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let mut gaps = Vec::new();
+    let mut terminated = 0_i64;
+    for round in 0..drops {
+        // Let work get going, then cut every connection the workers have.
+        tokio::time::sleep(Duration::from_millis(if round == 0 { 1_000 } else { 700 })).await;
+        let done = fleet::finished(fleet.store.as_ref(), QUEUE)
+            .await
+            .unwrap_or(0);
+        if done >= jobs as u64 * 9 / 10 {
+            break;
+        }
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE application_name = $1 AND pid <> pg_backend_pid()",
+        )
+        .bind(&app)
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+        let cut_at = now_micros();
+        terminated += n;
+        // Claiming resumes: a handler starts after the cut.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let first = loop {
+            let events = fleet.events();
+            let first = events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Start { t, .. } if *t > cut_at => Some(*t),
+                    _ => None,
+                })
+                .min();
+            if let Some(t) = first {
+                break t;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no handler started within 10 s of dropping the connections\n{}",
+                support::logs(&workers)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        gaps.push(Duration::from_micros((first - cut_at) as u64));
+        assert_alive(&mut workers, "after its connections were dropped");
+    }
+    fleet
+        .wait_finished(jobs, Duration::from_secs(180), &workers)
+        .await;
+    assert_alive(&mut workers, "after the run");
+    stop_all(&mut workers).await;
+    let (report, _) = fleet.check().await;
+    let worst = gaps.iter().max().copied().unwrap_or_default();
+    let measured = format!(
+        "{} rounds dropped {terminated} connections; claiming resumed within {worst:.2?} \
+         (bound 10 s); {} extra attempts",
+        gaps.len(),
+        report.extra_attempts
+    );
+    summary(Summary {
+        test: "5 dropped connections",
+        backend: "postgres",
+        jobs,
+        faults: gaps.len(),
+        fault_kind: "pg_terminate_backend of every worker connection",
+        report: &report,
+        measured: measured.clone(),
+    });
+    eprintln!("dropped connections: {measured}; {report}");
+    assert!(gaps.len() >= 2, "{measured}");
+    assert!(terminated > 0, "{measured}");
+    assert!(report.is_safe(), "{report}");
+    assert_eq!(report.completed, jobs, "every job completed: {report}");
+    db.cleanup().await;
 }

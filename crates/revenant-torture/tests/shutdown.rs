@@ -1,9 +1,11 @@
-//! Graceful shutdown mid-run (RELIABILITY.md test 4, a first cut): SIGTERM one of two
-//! worker processes while its handlers are running, with a grace period shorter than
-//! the jobs. It claims nothing after the signal, releases the leases of the jobs it
-//! cancelled (back to `ready`, the attempt given back), and exits 0; the other process
-//! finishes every job, none lost, none with an attempt spent by the shutdown.
+//! Graceful shutdown mid-run (RELIABILITY.md test 4), on SQLite and PostgreSQL:
+//! SIGTERM one of two worker processes while its handlers are running, with a grace
+//! period shorter than the jobs. It claims nothing after the signal, releases the
+//! leases of the jobs it cancelled (back to `ready`, the attempt given back: released,
+//! not left to expire), and exits 0; the other process finishes every job, none lost,
+//! none with an attempt spent by the shutdown.
 
+#[macro_use]
 mod support;
 
 use std::collections::HashSet;
@@ -11,29 +13,31 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use revenant_torture::behaviour::{Mix, Plan};
-use revenant_torture::checker;
 use revenant_torture::fleet;
 use revenant_torture::ledger::{self, now_micros, AckOp, AckResult, Event};
-use support::{count, Fleet, PgSchema};
+use support::*;
 
 const QUEUE: &str = "torture";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_mid_run_releases_running_leases_and_claims_nothing_after() {
-    let Some(db) = PgSchema::new().await else {
+async fn sigterm_mid_run_releases_running_leases_and_claims_nothing_after(backend: Backend) {
+    let Some(db) = Db::new(backend).await else {
         return;
     };
-    let jobs = count("REVENANT_TORTURE_SHUTDOWN_JOBS", 200);
+    let jobs = scale(200, 2_000);
     let plan = Plan {
         seed: 2,
         mix: Mix::all_sleep(400),
     };
     let Fleet {
-        dir: _dir,
         ledger_dir,
         store,
         mut spec,
-    } = Fleet::enqueue(&db, QUEUE, jobs, plan).await;
+        ..
+    } = {
+        let fleet = Fleet::new(&db, QUEUE, plan).await;
+        fleet.enqueue(jobs, 3).await;
+        fleet
+    };
     // Shorter than a job: the signalled worker must cancel and release.
     spec.grace_ms = 100;
     let mut stopping = spec.spawn(0).unwrap();
@@ -110,10 +114,22 @@ async fn sigterm_mid_run_releases_running_leases_and_claims_nothing_after() {
         })
         .count();
     let rows = fleet::final_jobs(store.as_ref(), QUEUE).await.unwrap();
-    let report = checker::check(&plan, &events, &rows);
-    eprintln!(
-        "shutdown: {cut_short} handlers cut short, {released} leases released, {late_claims} claims after the signal; {report}"
+    let report = revenant_torture::checker::check(&plan, &events, &rows);
+    let measured = format!(
+        "{cut_short} handlers cut short, {released} of {unfinished} unfinished leases released, \
+         {late_claims} claims after the signal, {} extra attempts",
+        report.extra_attempts
     );
+    summary(Summary {
+        test: "4 graceful shutdown",
+        backend: backend.name(),
+        jobs,
+        faults: 1,
+        fault_kind: "SIGTERM",
+        report: &report,
+        measured: measured.clone(),
+    });
+    eprintln!("shutdown: {measured}; {report}");
     assert_eq!(late_claims, 0, "claims after SIGTERM");
     assert!(
         cut_short > 0,
@@ -133,5 +149,6 @@ async fn sigterm_mid_run_releases_running_leases_and_claims_nothing_after() {
         report.duplicates, cut_short,
         "each cut-short job ran once more: {report}"
     );
-    db.drop_schema().await;
+    db.cleanup().await;
 }
+on_both_backends!(sigterm_mid_run_releases_running_leases_and_claims_nothing_after);

@@ -1,6 +1,6 @@
 //! Prometheus metrics: the exporter `revenant work --metrics-addr` serves, and
-//! `revenant metrics`, which prints the queue gauges computed from the store now (for
-//! node_exporter's textfile collector, or a look by hand).
+//! `revenant metrics`, which prints the queue and dependency gauges computed from the
+//! store now (for node_exporter's textfile collector, or a look by hand).
 //!
 //! The runtime records through the `metrics` facade (see
 //! `revenant::runtime::metrics` for every name); this module installs the Prometheus
@@ -17,7 +17,7 @@ use axum::Router;
 use clap::Args;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use revenant::runtime::metrics as names;
-use revenant::store::QueueStatsParams;
+use revenant::store::{DependencyListParams, QueueStatsParams};
 use revenant::{InputError, Store};
 
 use crate::error::CliError;
@@ -118,11 +118,15 @@ pub async fn run(store: &Arc<dyn Store>, args: MetricsArgs) -> Result<ExitCode, 
             ..QueueStatsParams::default()
         })
         .await?;
+    let dependencies = store
+        .dependency_list(DependencyListParams::default())
+        .await?;
     // A recorder of our own, not installed: only these gauges, nothing global.
     let recorder = builder().build_recorder();
     ::metrics::with_local_recorder(&recorder, || {
         names::describe();
         names::queue_gauges(&stats);
+        names::dependency_gauges(&dependencies);
     });
     print!("{}", recorder.handle().render());
     Ok(ExitCode::SUCCESS)

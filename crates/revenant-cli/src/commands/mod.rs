@@ -1,6 +1,7 @@
 //! One module per command group. Each opens the store itself when it needs one, so
 //! `revenant policy` works without a database.
 
+mod breaker;
 mod check;
 mod dead;
 mod demo;
@@ -9,14 +10,18 @@ mod filter;
 mod jobs;
 mod metrics;
 mod policy;
+mod protection;
 mod queues;
+mod serve;
 mod simulate;
 mod stats;
 mod work;
 
+pub use breaker::BreakerCommand;
 pub use check::{CheckArgs, UNKNOWN as CHECK_UNKNOWN};
 pub use demo::DemoArgs;
 pub use metrics::MetricsArgs;
+pub use serve::ServeArgs;
 pub use simulate::SimulateArgs;
 pub use work::WorkArgs;
 
@@ -40,9 +45,11 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Dead(command) => dead::run(&open(&url).await?, command).await,
         Command::Queues(command) => queues::run(&open(&url).await?, command).await,
         Command::Stats(args) => stats::run(&open(&url).await?, args).await,
+        Command::Breaker(command) => breaker::run(&open(&url).await?, command).await,
         Command::Work(args) => work::run(open(&url).await?, args).await,
         Command::Check(args) => check::run(&url, args).await,
         Command::Metrics(args) => metrics::run(&open(&url).await?, args).await,
+        Command::Serve(args) => serve::run(&url, args).await,
     }
 }
 

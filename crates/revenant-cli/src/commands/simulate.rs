@@ -1,8 +1,11 @@
 //! `revenant simulate`: the Friday outage in virtual time, without a database.
 //!
 //! Jobs arrive at `--rate`, the provider is down from `--outage-start` for
-//! `--outage`, and every answer goes through the runtime's own `decide()` with the
-//! policy the flags describe. It prints what the provider went through (requests per
+//! `--outage` and allows `--capacity` requests a second when up, and every answer goes
+//! through the runtime's own `decide()` with the policy the flags describe. The
+//! provider is protected as a worker protects a dependency (breaker, rate limit equal
+//! to its capacity, retry budget; the same state machine the stores run) unless
+//! `--no-breaker` says otherwise. It prints what the provider went through (requests per
 //! fresh job, requests per second during and after the outage), what was lost (jobs
 //! dead-lettered) and how long the queue took to drain; `--compare` does it for every
 //! jitter kind side by side, `--chart` draws it. The model and its limits are in
@@ -12,11 +15,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use revenant::dependency::{DependencyPolicy, RateLimit};
 use revenant::duration::parse;
 use revenant::{Backoff, InputError, Jitter, RetryPolicy};
 use revenant_sim::{chart, compare, simulate, table, Report, Series, SimConfig, Spacing};
 use serde::Serialize;
 
+use crate::commands::protection::ProtectionArgs;
 use crate::error::CliError;
 use crate::output;
 
@@ -61,9 +66,9 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub retry_after: Option<String>,
     /// Requests a second the provider serves when up; it refuses the rest of each
-    /// second with a 503. Default: unlimited.
-    #[arg(long)]
-    pub capacity: Option<f64>,
+    /// second with a 503. 0: unlimited. The default is the seed story's provider.
+    #[arg(long, default_value_t = 50.0, allow_negative_numbers = true)]
+    pub capacity: f64,
     /// Attempts that can run at once across all workers. Needs --latency (the
     /// throughput is workers / latency). Default: unlimited.
     #[arg(long)]
@@ -92,6 +97,10 @@ pub struct SimulateArgs {
     /// Print JSON: every figure, the scenario, and the time series.
     #[arg(long)]
     pub json: bool,
+    /// How the provider is protected. Without a `--rate-limit`, its rate limit is its
+    /// `--capacity`.
+    #[command(flatten)]
+    pub protection: ProtectionArgs,
 }
 
 #[derive(Serialize)]
@@ -210,7 +219,17 @@ fn config(args: &SimulateArgs) -> Result<SimConfig, InputError> {
         .as_deref()
         .map(|text| parse("retry-after", text))
         .transpose()?;
-    config.provider.capacity = args.capacity;
+    config.provider.capacity = (args.capacity != 0.0).then_some(args.capacity);
+    config.dependency = match args.protection.policies()? {
+        None => DependencyPolicy::off(),
+        Some(policies) => {
+            let mut policy = policies.default;
+            if policy.rate_limit.is_none() {
+                policy.rate_limit = config.provider.capacity.map(RateLimit::per_second);
+            }
+            policy
+        }
+    };
     config.provider.latency = parse("latency", &args.latency)?;
     config.workers.slots = args.workers;
     config.poison_share = args.poison_share;
@@ -251,9 +270,29 @@ mod tests {
     }
 
     #[test]
-    fn the_defaults_are_the_seed_story_under_the_default_policy() {
+    fn the_defaults_are_the_protected_seed_story_under_the_default_policy() {
         let config = config(&args(&[])).unwrap();
+        assert_eq!(config, SimConfig::protected_seed_story());
+        // Unprotected and unlimited: the seed story as it was first told.
+        let config = config_of(&["--no-breaker", "--capacity", "0"]);
         assert_eq!(config, SimConfig::default());
+    }
+
+    fn config_of(flags: &[&str]) -> SimConfig {
+        config(&args(flags)).unwrap()
+    }
+
+    #[test]
+    fn protection_flags_set_the_providers_protection() {
+        let config = config_of(&["--rate-limit", "40/5", "--retry-budget", "0"]);
+        assert_eq!(
+            config.dependency.rate_limit,
+            Some(RateLimit::per_second(40.0).with_burst(5))
+        );
+        assert_eq!(config.dependency.retry_budget, None);
+        let config = config_of(&["--capacity", "0"]);
+        assert_eq!(config.dependency.rate_limit, None, "no capacity, no limit");
+        assert!(config_of(&["--no-breaker"]).dependency.is_off());
     }
 
     #[test]
@@ -300,6 +339,8 @@ mod tests {
         assert_eq!(field(&["--retry-after=-1s"]), "retry-after");
         assert_eq!(field(&["--poison-share", "2"]), "poison-share");
         assert_eq!(field(&["--workers", "4"]), "workers");
+        assert_eq!(field(&["--capacity", "-3"]), "capacity");
+        assert_eq!(field(&["--breaker-threshold", "0"]), "breaker-threshold");
     }
 
     #[test]

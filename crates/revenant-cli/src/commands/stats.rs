@@ -1,11 +1,15 @@
-//! `revenant stats`: the four numbers per queue, once or `--watch`ed.
+//! `revenant stats`: the four numbers per queue, once or `--watch`ed, and under them
+//! the dependencies' breakers, rate limits and retry budgets (`revenant breaker list`).
+//!
+//! `--json` prints the queues alone, as it always has (`GET /v1/stats` serves the same
+//! document); the dependencies' JSON is `revenant breaker list --json`.
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use revenant::store::{QueueStats, QueueStatsParams};
+use revenant::store::{DependencyListParams, QueueStats, QueueStatsParams};
 use revenant::{names, InputError, Store};
 
 use crate::cli::StatsArgs;
@@ -74,6 +78,7 @@ async fn print_window(
         output::json(&stats)?;
     } else {
         table(&stats, window)?;
+        dependencies(store).await?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -111,6 +116,7 @@ async fn watch(
                 );
             }
             table(&stats, window)?;
+            dependencies(store).await?;
             if !in_place {
                 println!();
             }
@@ -121,6 +127,18 @@ async fn watch(
             _ = &mut ctrl_c => return Ok(ExitCode::SUCCESS),
         }
     }
+}
+
+/// The dependencies' table, when a worker has recorded any.
+async fn dependencies(store: &Arc<dyn Store>) -> Result<(), CliError> {
+    let states = store
+        .dependency_list(DependencyListParams::default())
+        .await?;
+    if !states.is_empty() {
+        println!();
+        super::breaker::table(&states)?;
+    }
+    Ok(())
 }
 
 fn table(stats: &[QueueStats], window: Duration) -> Result<(), CliError> {

@@ -1,5 +1,10 @@
 //! `revenant work`: a worker for the built-in kinds (`http`, and `exec` for the
 //! commands you allow), until SIGTERM or Ctrl-C.
+//!
+//! It protects the dependencies its jobs call (an `http` job's is its payload's
+//! `dependency`, else its URL's host): a circuit breaker and a retry budget per key,
+//! and the rate limits given with `--rate-limit`, all shared with every other worker
+//! through the store. `--no-breaker` turns that off.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,9 +15,12 @@ use clap::Args;
 use revenant::alert::AlertConfig;
 use revenant::duration::parse;
 use revenant::runtime::MaintenanceConfig;
-use revenant::{names, Backoff, InputError, Jitter, PolicySet, RetryPolicy, Store, Worker};
+use revenant::{
+    names, Backoff, DependencyConfig, InputError, Jitter, PolicySet, RetryPolicy, Store, Worker,
+};
 use revenant_kinds::{ExecHandler, HttpHandler};
 
+use crate::commands::protection::ProtectionArgs;
 use crate::error::CliError;
 
 /// `revenant work`: the flags left out take revenant's defaults.
@@ -76,6 +84,9 @@ pub struct WorkArgs {
     /// scrape interval; each read is one stats query.
     #[arg(long, default_value = "15s", requires = "metrics_addr")]
     pub metrics_interval: String,
+    /// How the dependencies the jobs call are protected.
+    #[command(flatten)]
+    pub protection: ProtectionArgs,
 }
 
 /// Runs the worker until a signal; exits 0 after a clean shutdown.
@@ -124,12 +135,15 @@ pub async fn run(store: Arc<dyn Store>, args: WorkArgs) -> Result<ExitCode, CliE
         maintenance.queue_gauges = Some(parse("metrics-interval", &args.metrics_interval)?);
         eprintln!("metrics: http://{bound}/metrics");
     }
+    if let Some(policies) = args.protection.policies()? {
+        builder = builder.dependencies(DependencyConfig::new(policies));
+    }
     builder = builder.maintenance(maintenance);
     let worker = builder
         .build()
         .map_err(|err| InputError::new("worker", err.to_string()))?;
     eprintln!(
-        "revenant worker {} serving {} (kinds: http{}); stop with Ctrl-C or SIGTERM",
+        "revenant worker {} serving {} (kinds: http{}; {}); stop with Ctrl-C or SIGTERM",
         worker.id(),
         queues
             .iter()
@@ -140,6 +154,11 @@ pub async fn run(store: Arc<dyn Store>, args: WorkArgs) -> Result<ExitCode, CliE
             String::new()
         } else {
             format!(", exec for {}", args.allow_exec.join(" "))
+        },
+        if args.protection.no_breaker {
+            "dependencies unprotected"
+        } else {
+            "dependencies protected: see `revenant breaker list`"
         },
     );
     worker

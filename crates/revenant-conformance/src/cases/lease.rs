@@ -182,6 +182,43 @@ pub async fn a_second_ack_reports_lease_lost(store: Arc<dyn Store>) {
     assert_eq!(stage.get(running.id).await.finished_at, Some(at(1)));
 }
 
+/// The same lease twice in one batch (complete, then fail) applies once: the first
+/// result wins, the second reports the lease lost, as it would one call later. Batched
+/// backends check every lease against the rows as the batch changes them.
+pub async fn a_lease_repeated_in_one_batch_applies_once(store: Arc<dyn Store>) {
+    let stage = Stage::new(store.clone());
+    let a = stage.running(job("q", "k"), t0()).await;
+    let b = stage.running(job("q", "k"), t0()).await;
+    assert_eq!(
+        complete(
+            &store,
+            vec![lease_of(&a), lease_of(&a), lease_of(&b)],
+            at(1)
+        )
+        .await,
+        vec![Fenced::Applied, Fenced::LeaseLost, Fenced::Applied]
+    );
+    let c = stage.running(job("q", "k"), t0()).await;
+    let retry = |lease| JobFailure {
+        lease,
+        failure: failure(FailureClass::Transient, "503"),
+        action: FailAction::Retry { delay: secs(5) },
+        worker: Some(WORKER.into()),
+    };
+    let result = store
+        .job_fail(JobFailParams {
+            failures: vec![retry(lease_of(&c)), retry(lease_of(&c))],
+            now: Some(at(2)),
+        })
+        .await
+        .expect("fail");
+    assert_eq!(result, vec![Fenced::Applied, Fenced::LeaseLost]);
+    let after = stage.get(c.id).await;
+    assert_eq!(after.status, JobState::Ready);
+    assert_eq!(after.errors.len(), 1, "one history entry, not two");
+    assert_eq!(after.run_at, at(7));
+}
+
 /// The fence is the lease token, not the clock: a lease that expired but was not yet
 /// reclaimed still accepts its holder's heartbeat and ack (nobody else has the job).
 pub async fn an_expired_lease_not_yet_reclaimed_still_accepts_its_holder(store: Arc<dyn Store>) {

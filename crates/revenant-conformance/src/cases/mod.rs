@@ -4,6 +4,7 @@
 pub mod cancel;
 pub mod claim;
 pub mod dead;
+pub mod dependency;
 pub mod enqueue;
 pub mod fail;
 pub mod group;

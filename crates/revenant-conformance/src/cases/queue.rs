@@ -236,3 +236,127 @@ pub async fn queue_stats_count_completions_and_failures_in_the_interval(store: A
         "failures at 980, 985 and 990 are left"
     );
 }
+
+/// A queue's history is rebuilt from the jobs' times: each point counts the jobs due
+/// and not yet claimed or finished by then (ready jobs while they stay ready), and the
+/// jobs dead by then; a time exactly on a point counts at that point.
+pub async fn queue_history_rebuilds_depth_and_dead_from_job_times(store: Arc<dyn Store>) {
+    let stage = Stage::new(store.clone());
+    // Chronological, with priorities so that each claim takes the job it means to.
+    let ready = stage.enqueue_at(job("h", "k"), at(-100)).await;
+    stage
+        .dead(
+            job("h", "k").with_priority(10),
+            DeadReason::Permanent,
+            "boom",
+            at(-50),
+        )
+        .await;
+    let completed = stage
+        .enqueue_at(job("h", "k").with_priority(6), at(-30))
+        .await;
+    let cancelled = stage.enqueue_at(job("h", "k"), at(20)).await;
+    let running = stage
+        .enqueue_at(job("h", "k").with_priority(7), at(30))
+        .await;
+    stage
+        .enqueue_at(job("h", "k").with_delay(secs(10)), at(50))
+        .await;
+    stage
+        .enqueue_at(job("h", "k").with_delay(secs(1000)), at(0))
+        .await;
+    stage.enqueue_at(job("other", "k"), at(-100)).await;
+    let result = store
+        .job_cancel(JobCancelParams {
+            target: CancelTarget::Id(cancelled),
+            message: None,
+            now: Some(at(120)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(result, CancelResult::Cancelled);
+    // A lease long enough to still hold at the last claim below.
+    let claimed = store
+        .job_claim(JobClaimParams {
+            lease: secs(3600),
+            ..claim_params("h", "w", 1, at(150))
+        })
+        .await
+        .unwrap();
+    assert_eq!(ids(&claimed), vec![running]);
+    stage
+        .dead(
+            job("h", "k").with_priority(9),
+            DeadReason::Permanent,
+            "boom",
+            at(170),
+        )
+        .await;
+    let claimed = stage.claim_id(completed, at(200), "w").await;
+    stage.complete(&claimed, at(200)).await;
+    assert_eq!(stage.get(ready).await.status, JobState::Ready);
+
+    let history = store
+        .queue_history(QueueHistoryParams {
+            queue: "h".into(),
+            step: secs(60),
+            points: 5,
+            now: Some(at(240)),
+        })
+        .await
+        .expect("queue_history");
+    let expected =
+        [(0, 2, 1), (60, 5, 1), (120, 4, 1), (180, 3, 2), (240, 2, 2)].map(|(t, depth, dead)| {
+            QueueHistoryPoint {
+                at: at(t),
+                depth,
+                dead,
+            }
+        });
+    assert_eq!(history, expected.to_vec());
+
+    let unknown = store
+        .queue_history(QueueHistoryParams {
+            queue: "nobody".into(),
+            step: secs(60),
+            points: 2,
+            now: Some(at(240)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        unknown,
+        vec![
+            QueueHistoryPoint {
+                at: at(180),
+                depth: 0,
+                dead: 0
+            },
+            QueueHistoryPoint {
+                at: at(240),
+                depth: 0,
+                dead: 0
+            },
+        ]
+    );
+    for (queue, step, points, field) in [
+        ("", secs(60), 5, "queue"),
+        ("h", Duration::ZERO, 5, "step"),
+        ("h", secs(60), 0, "points"),
+        ("h", secs(60), QueueHistoryParams::MAX_POINTS + 1, "points"),
+    ] {
+        let err = store
+            .queue_history(QueueHistoryParams {
+                queue: queue.into(),
+                step,
+                points,
+                now: Some(at(240)),
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Input(input) if input.field == field),
+            "{queue:?} {step:?} {points}: {err}"
+        );
+    }
+}

@@ -27,6 +27,7 @@ use crate::outcome::Outcome;
 use crate::policy::RetryPolicy;
 use crate::runtime::completer::Ack;
 use crate::runtime::context::{JobContext, JobContextParts};
+use crate::runtime::gate::{Answer, Ticket};
 use crate::runtime::metrics::{self, AttemptOutcome};
 use crate::runtime::store_retry::retry;
 use crate::runtime::worker::Shared;
@@ -47,6 +48,7 @@ pub(crate) async fn run(
     claim_lease: Duration,
     job: Job,
     _slot: OwnedSemaphorePermit,
+    ticket: Option<Ticket>,
 ) {
     let Some(lease_token) = job.lease_token else {
         tracing::error!(
@@ -60,6 +62,29 @@ pub(crate) async fn run(
         lease_token,
     };
     let policy = *shared.policies.resolve(&job.queue, &job.kind);
+    if let (Some(ticket), Some(dependencies)) = (&ticket, &shared.dependencies) {
+        // The rate limit's pacing: the turn the store gave (at most its max_wait
+        // away, well within the lease), then this process's own spacing.
+        let paced = async {
+            if !ticket.wait.is_zero() {
+                tokio::time::sleep(ticket.wait).await;
+            }
+            if let Some(slot) = dependencies.pace(ticket) {
+                tokio::time::sleep_until(slot).await;
+            }
+        };
+        tokio::select! {
+            _ = paced => {}
+            _ = shared.hard_stop.cancelled() => {
+                report(&shared, Some(ticket), job.id, Answer::Neutral);
+                match shared.completer.send(Ack::Release(lease)).await {
+                    Ok(fenced) => tracing::info!(job_id = job.id, result = ?fenced, "shutdown before the job's turn: lease released, attempt given back"),
+                    Err(err) => tracing::warn!(job_id = job.id, error = %err, "shutdown: could not release the lease; the job is reclaimed when it expires"),
+                }
+                return;
+            }
+        }
+    }
     let cancel = CancellationToken::new();
     let started = Instant::now();
     let ctx = JobContext::new(JobContextParts {
@@ -127,6 +152,13 @@ pub(crate) async fn run(
         cancel.cancel();
         task.abort();
     }
+    match &ended {
+        Ended::Outcome(outcome) => report(&shared, ticket.as_ref(), job.id, Answer::of(outcome)),
+        // A probe that ends without an answer frees its place for another.
+        Ended::LeaseLost | Ended::Shutdown => {
+            report(&shared, ticket.as_ref(), job.id, Answer::Neutral)
+        }
+    }
     match ended {
         Ended::LeaseLost => {
             metrics::attempt(&job.queue, &job.kind, AttemptOutcome::LeaseLost, "none");
@@ -152,6 +184,13 @@ pub(crate) async fn run(
             }
         },
         Ended::Outcome(outcome) => finish(&shared, &job, lease, &policy, outcome).await,
+    }
+}
+
+/// Counts an attempt's answer for its dependency, if it has one.
+fn report(shared: &Shared, ticket: Option<&Ticket>, job: crate::job::JobId, answer: Answer) {
+    if let (Some(ticket), Some(dependencies)) = (ticket, &shared.dependencies) {
+        dependencies.reporter.record(ticket, job, answer);
     }
 }
 
@@ -252,6 +291,7 @@ async fn finish(
                 .await;
             match result {
                 Ok(Fenced::Applied) => {
+                    shared.due_soon.note(&job.queue, delay);
                     count(job, AttemptOutcome::Retried, class.as_str());
                     tracing::warn!(
                     job_id = job.id,

@@ -2,7 +2,8 @@
 //! larger than the free slots, and starts an executor for each.
 //!
 //! Claims are at least the claim cooldown apart (default 20 ms), so slots that free up
-//! one by one are refilled by one claim.
+//! one by one are refilled by one claim, unless half the queue's slots are free: then
+//! it claims at once.
 //!
 //! It sleeps on [`Store::wait_for_jobs`] (an in-process signal on SQLite,
 //! LISTEN/NOTIFY on PostgreSQL) with the poll interval as the fallback, and on a free
@@ -17,6 +18,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::runtime::completer::Ack;
 use crate::runtime::executor;
+use crate::runtime::gate::{self, Gate};
 use crate::runtime::store_retry::retry;
 use crate::runtime::worker::{QueueConfig, Shared};
 use crate::store::{JobClaimParams, LeaseRef};
@@ -32,27 +34,37 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
         .unwrap_or(&shared.policies.default)
         .lease();
     let mut last_claim: Option<tokio::time::Instant> = None;
+    // Half the queue's slots: enough free slots to claim without waiting out the
+    // cooldown.
+    let enough = queue.concurrency.div_ceil(2).max(1);
     loop {
-        // A short cooldown between claims lets slots free up together, so a busy queue
-        // claims in batches instead of one job per store call.
-        if let Some(at) = last_claim {
+        // Gather free slots: claim once `enough` are free, or once the cooldown since the
+        // last claim has passed and at least one is. The cooldown lets slots that free
+        // up one by one be refilled by one claim instead of one store call each; ending
+        // it early when half the slots are free keeps it from capping a fast queue at
+        // `concurrency / cooldown` jobs a second, and keeps a newly enqueued job from
+        // waiting out a cooldown when the worker is mostly idle.
+        let cooled =
+            last_claim.map_or_else(tokio::time::Instant::now, |at| at + shared.claim_cooldown);
+        let mut permits: Vec<OwnedSemaphorePermit> = Vec::new();
+        while permits.len() < enough {
             tokio::select! {
                 biased;
                 _ = stop.cancelled() => break,
-                _ = tokio::time::sleep_until(at + shared.claim_cooldown) => {}
+                permit = slots.clone().acquire_owned() => match permit {
+                    Ok(permit) => {
+                        permits.push(permit);
+                        while let Ok(permit) = slots.clone().try_acquire_owned() {
+                            permits.push(permit);
+                        }
+                    }
+                    Err(_) => break,
+                },
+                _ = tokio::time::sleep_until(cooled), if !permits.is_empty() => break,
             }
         }
-        let first = tokio::select! {
-            biased;
-            _ = stop.cancelled() => break,
-            permit = slots.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-        };
-        let mut permits: Vec<OwnedSemaphorePermit> = vec![first];
-        while let Ok(permit) = slots.clone().try_acquire_owned() {
-            permits.push(permit);
+        if stop.is_cancelled() || permits.is_empty() {
+            break;
         }
         let limit = permits.len();
         last_claim = Some(tokio::time::Instant::now());
@@ -90,26 +102,61 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
             if stop.is_cancelled() {
                 break;
             }
-            for (job, permit) in jobs.into_iter().zip(permits) {
-                tokio::spawn(executor::run(shared.clone(), claim_lease, job, permit));
-            }
+            start(&shared, claim_lease, jobs, permits).await;
             continue;
         }
-        let mut permits = permits.into_iter();
-        for job in jobs {
-            let permit = permits.next().expect("no more jobs than permits");
-            tokio::spawn(executor::run(shared.clone(), claim_lease, job, permit));
-        }
+        let used: Vec<OwnedSemaphorePermit> = permits.drain(..got).collect();
         drop(permits);
+        start(&shared, claim_lease, jobs, used).await;
         if got < limit {
             // The queue had fewer due jobs than free slots: wait for a wake-up.
             tokio::select! {
                 _ = stop.cancelled() => break,
-                _ = shared.store.wait_for_jobs(&queue.name, shared.poll_interval) => {}
+                _ = shared.store.wait_for_jobs(
+                    &queue.name,
+                    shared.due_soon.wait_for(&queue.name, shared.poll_interval),
+                ) => {}
             }
         }
     }
     tracing::debug!(queue = %queue.name, "fetcher stopped");
+}
+
+/// Starts an executor for each claimed job the dependency gate lets run (every job
+/// when the worker protects no dependency); a job sent back to wait frees its slot at
+/// once.
+async fn start(
+    shared: &Arc<Shared>,
+    claim_lease: std::time::Duration,
+    jobs: Vec<crate::job::Job>,
+    permits: Vec<OwnedSemaphorePermit>,
+) {
+    let gates = match &shared.dependencies {
+        None => vec![Gate::Run(None); jobs.len()],
+        Some(dependencies) => match gate::gate(shared, dependencies, claim_lease, &jobs).await {
+            Ok(gates) => gates,
+            Err(err) => {
+                // Only at shutdown, or a fault retrying does not fix: the jobs go back.
+                tracing::warn!(error = %err, jobs = jobs.len(), "could not ask for dependency permits; releasing the claimed jobs");
+                release(shared, jobs).await;
+                return;
+            }
+        },
+    };
+    for ((job, gate), permit) in jobs.into_iter().zip(gates).zip(permits) {
+        match gate {
+            Gate::Run(ticket) => {
+                tokio::spawn(executor::run(
+                    shared.clone(),
+                    claim_lease,
+                    job,
+                    permit,
+                    ticket,
+                ));
+            }
+            Gate::Skip => drop(permit),
+        }
+    }
 }
 
 async fn release(shared: &Shared, jobs: Vec<crate::job::Job>) {

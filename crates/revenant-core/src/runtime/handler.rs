@@ -77,6 +77,16 @@ pub trait Handler: Send + Sync + 'static {
     type Payload: DeserializeOwned + Send + 'static;
     /// Runs one attempt.
     async fn run(&self, ctx: JobContext, payload: Self::Payload) -> Result<(), JobError>;
+
+    /// The dependency this job calls (`email-provider`, a host name), so a worker
+    /// given dependency policies ([`crate::runtime::WorkerBuilder::dependencies`])
+    /// can protect it: a circuit breaker, a rate limit and a retry budget shared by
+    /// every worker (see [`crate::dependency`]). Asked before each attempt, with the
+    /// decoded payload. Default: none, or the key given to
+    /// [`crate::runtime::WorkerBuilder::dependency`] for the kind.
+    fn dependency(&self, _payload: &Self::Payload) -> Option<String> {
+        None
+    }
 }
 
 /// What the runtime does with a failed attempt.

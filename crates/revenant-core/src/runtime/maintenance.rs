@@ -10,6 +10,10 @@
 //!   and workers not seen for a long time are dropped from the registry.
 //! - **Stats sampling** ([`Store::queue_stats`]), when asked for: the per-queue gauges
 //!   of [`crate::runtime::metrics`].
+//! - **Dependencies**, when the worker protects them: on the sweep's interval,
+//!   [`Store::dependency_sweep`] makes one parked job due for a breaker that wants a
+//!   probe when no new job of its key arrives; with the stats sampling, the
+//!   per-dependency gauges.
 //! - **Alerts**, when given rules ([`crate::alert`]): evaluated on their own interval,
 //!   in their own task so a slow webhook never delays the lease sweep; sent to the log
 //!   and the webhook. A webhook that fails is logged and tried again at the next
@@ -22,6 +26,7 @@
 //! [`Store::job_prune`]: crate::store::Store::job_prune
 //! [`Store::worker_heartbeat`]: crate::store::Store::worker_heartbeat
 //! [`Store::queue_stats`]: crate::store::Store::queue_stats
+//! [`Store::dependency_sweep`]: crate::store::Store::dependency_sweep
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,8 +41,8 @@ use crate::runtime::executor::log_dead;
 use crate::runtime::metrics::{self, AttemptOutcome};
 use crate::runtime::worker::Shared;
 use crate::store::{
-    JobGetParams, JobPruneParams, JobSweepParams, QueueStatsParams, WorkerHeartbeatParams,
-    WorkerRemoveParams,
+    DependencyListParams, DependencySweepParams, JobGetParams, JobPruneParams, JobSweepParams,
+    QueueStatsParams, WorkerHeartbeatParams, WorkerRemoveParams,
 };
 
 /// When and how maintenance runs.
@@ -178,6 +183,20 @@ pub(crate) async fn run(
 }
 
 async fn sweep_once(shared: &Shared) {
+    if shared.dependencies.is_some() {
+        match shared
+            .store
+            .dependency_sweep(DependencySweepParams { now: None })
+            .await
+        {
+            Ok(keys) => {
+                for key in keys {
+                    tracing::info!(dependency = %key, "breaker wants a probe and no job of its key came: a parked job is due now");
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "dependency sweep failed"),
+        }
+    }
     let ids = match shared.store.job_sweep(JobSweepParams { now: None }).await {
         Ok(ids) => ids,
         Err(err) => {
@@ -243,6 +262,18 @@ async fn sample_gauges(shared: &Shared, alive_within: Duration) {
     match shared.store.queue_stats(params).await {
         Ok(stats) => metrics::queue_gauges(&stats),
         Err(err) => tracing::warn!(error = %err, "stats sampling for the queue gauges failed"),
+    }
+    if shared.dependencies.is_some() {
+        match shared
+            .store
+            .dependency_list(DependencyListParams::default())
+            .await
+        {
+            Ok(states) => metrics::dependency_gauges(&states),
+            Err(err) => {
+                tracing::warn!(error = %err, "sampling the dependency gauges failed")
+            }
+        }
     }
 }
 

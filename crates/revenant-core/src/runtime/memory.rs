@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use chrono::Utc;
 use tokio::sync::Notify;
 
+use crate::dependency::{DependencyRecord, DependencyState, WaitReason, WaitingCounts};
 use crate::error::StoreError;
 use crate::job::{ErrorEntry, FailureClass, Job, JobId, JobState, LeaseToken, Timestamp};
 use crate::store::*;
@@ -18,6 +19,7 @@ use crate::store::*;
 pub(crate) struct MemoryStore {
     jobs: Mutex<BTreeMap<JobId, Job>>,
     workers: Mutex<Vec<WorkerInfo>>,
+    dependencies: Mutex<BTreeMap<String, DependencyRecord>>,
     notify: Notify,
     /// This many of the next calls fail with a retryable error, every other call.
     pub(crate) failures: AtomicU32,
@@ -63,6 +65,46 @@ impl MemoryStore {
 
     pub(crate) fn all(&self) -> Vec<Job> {
         self.jobs.lock().unwrap().values().cloned().collect()
+    }
+
+    /// The jobs waiting on `key`, by reason.
+    fn waiting(&self, key: &str) -> WaitingCounts {
+        let mut counts = WaitingCounts::default();
+        for job in self.jobs.lock().unwrap().values() {
+            if job.status != JobState::Ready || job.dependency.as_deref() != Some(key) {
+                continue;
+            }
+            match job.dependency_wait {
+                Some(WaitReason::Breaker) => counts.breaker += 1,
+                Some(WaitReason::RateLimit) => counts.rate_limit += 1,
+                Some(WaitReason::RetryBudget) => counts.retry_budget += 1,
+                None => {}
+            }
+        }
+        counts
+    }
+
+    /// Releases the jobs parked on `key`, in claim order, on the record's turns.
+    fn release_parked(&self, key: &str, record: &mut DependencyRecord, now: Timestamp) {
+        let mut jobs = self.jobs.lock().unwrap();
+        let mut parked: Vec<&mut Job> = jobs
+            .values_mut()
+            .filter(|j| {
+                j.status == JobState::Ready
+                    && j.dependency.as_deref() == Some(key)
+                    && j.dependency_wait == Some(WaitReason::Breaker)
+            })
+            .collect();
+        parked.sort_by_key(|j| (-j.priority, j.run_at, j.id));
+        let now_us = now.timestamp_micros();
+        let (first, spacing) = record.reserve_turns(now_us, parked.len() as u64);
+        for (i, job) in parked.into_iter().enumerate() {
+            let at = first + spacing * i as i64;
+            job.run_at = chrono::DateTime::from_timestamp_micros(at).unwrap();
+            job.dependency_wait = (spacing > 0).then_some(WaitReason::RateLimit);
+        }
+        drop(jobs);
+        self.notify.notify_waiters();
     }
 
     fn fenced<F: FnOnce(&mut Job, Timestamp)>(&self, lease: LeaseRef, f: F) -> Fenced {
@@ -146,6 +188,8 @@ impl Store for MemoryStore {
                     errors: Vec::new(),
                     redrives: 0,
                     fingerprint: None,
+                    dependency: None,
+                    dependency_wait: None,
                 },
             );
             out.push(Enqueued {
@@ -357,6 +401,35 @@ impl Store for MemoryStore {
     async fn queue_stats(&self, _params: QueueStatsParams) -> Result<Vec<QueueStats>, StoreError> {
         Ok(Vec::new())
     }
+    async fn queue_history(
+        &self,
+        params: QueueHistoryParams,
+    ) -> Result<Vec<QueueHistoryPoint>, StoreError> {
+        params.validate()?;
+        let now = params.now.unwrap_or_else(Utc::now);
+        let jobs = self.jobs.lock().unwrap();
+        let queue: Vec<&Job> = jobs.values().filter(|j| j.queue == params.queue).collect();
+        Ok((0..params.points)
+            .map(|i| {
+                let t = params.point_at(now, i);
+                let due = |j: &&&Job| j.created_at <= t && j.run_at <= t;
+                let before = |at: Option<Timestamp>| at.is_some_and(|at| at <= t);
+                let depth = queue
+                    .iter()
+                    .filter(due)
+                    .filter(|j| {
+                        j.status == JobState::Ready
+                            || !(before(j.attempted_at) || before(j.finished_at))
+                    })
+                    .count() as i64;
+                let dead = queue
+                    .iter()
+                    .filter(|j| j.status == JobState::Dead && before(j.finished_at))
+                    .count() as i64;
+                QueueHistoryPoint { at: t, depth, dead }
+            })
+            .collect())
+    }
     async fn worker_heartbeat(&self, params: WorkerHeartbeatParams) -> Result<(), StoreError> {
         self.enter("worker_heartbeat")?;
         let now = Utc::now();
@@ -373,6 +446,162 @@ impl Store for MemoryStore {
             }),
         }
         Ok(())
+    }
+    async fn dependency_acquire(
+        &self,
+        params: DependencyAcquireParams,
+    ) -> Result<DependencyAcquired, StoreError> {
+        self.enter("dependency_acquire")?;
+        params.validate()?;
+        let now = params.now.unwrap_or_else(Utc::now);
+        let running: std::collections::HashMap<JobId, GatedJob> = {
+            let jobs = self.jobs.lock().unwrap();
+            params
+                .requests
+                .iter()
+                .filter_map(|r| {
+                    let job = jobs.get(&r.lease.id)?;
+                    (job.status == JobState::Running).then_some((
+                        job.id,
+                        GatedJob {
+                            lease_token: job.lease_token?,
+                            attempts: job.attempts,
+                            waited_for: job.dependency_wait,
+                        },
+                    ))
+                })
+                .collect()
+        };
+        let mut records = self.dependencies.lock().unwrap();
+        let record = records.entry(params.dependency.clone()).or_default();
+        let plan = plan_acquire(record, &params, now, &running);
+        let mut jobs = self.jobs.lock().unwrap();
+        let mut permits = Vec::with_capacity(plan.len());
+        for (request, (permit, gate)) in params.requests.iter().zip(plan) {
+            if let Some(job) = jobs.get_mut(&request.lease.id) {
+                match gate {
+                    JobGate::Run => {
+                        job.dependency = Some(params.dependency.clone());
+                        job.dependency_wait = None;
+                    }
+                    JobGate::Defer { run_at, reason } => {
+                        finish(job, JobState::Ready, now);
+                        job.attempts -= 1;
+                        job.run_at = run_at;
+                        job.dependency = Some(params.dependency.clone());
+                        job.dependency_wait = Some(reason);
+                    }
+                    JobGate::Nothing => {}
+                }
+            }
+            permits.push(permit);
+        }
+        Ok(DependencyAcquired { now, permits })
+    }
+    async fn dependency_report(
+        &self,
+        params: DependencyReportParams,
+    ) -> Result<DependencyState, StoreError> {
+        self.enter("dependency_report")?;
+        params.validate()?;
+        let now = params.now.unwrap_or_else(Utc::now);
+        let mut record = self
+            .dependencies
+            .lock()
+            .unwrap()
+            .get(&params.dependency)
+            .cloned()
+            .unwrap_or_default();
+        let closed = record.report(
+            &params.policy,
+            now.timestamp_micros(),
+            params.successes,
+            params.failures,
+            params.probe.map(|p| (p.job, p.outcome)),
+        );
+        if closed {
+            self.release_parked(&params.dependency, &mut record, now);
+        }
+        self.dependencies
+            .lock()
+            .unwrap()
+            .insert(params.dependency.clone(), record.clone());
+        Ok(record.view(
+            &params.dependency,
+            now.timestamp_micros(),
+            WaitingCounts::default(),
+        ))
+    }
+    async fn dependency_set(
+        &self,
+        params: DependencySetParams,
+    ) -> Result<DependencyState, StoreError> {
+        crate::names::validate_key("dependency", &params.dependency)?;
+        let now = params.now.unwrap_or_else(Utc::now);
+        let mut record = self
+            .dependencies
+            .lock()
+            .unwrap()
+            .get(&params.dependency)
+            .cloned()
+            .unwrap_or_default();
+        if record.set(params.action, now.timestamp_micros()) {
+            self.release_parked(&params.dependency, &mut record, now);
+        }
+        self.dependencies
+            .lock()
+            .unwrap()
+            .insert(params.dependency.clone(), record.clone());
+        Ok(record.view(
+            &params.dependency,
+            now.timestamp_micros(),
+            self.waiting(&params.dependency),
+        ))
+    }
+    async fn dependency_list(
+        &self,
+        params: DependencyListParams,
+    ) -> Result<Vec<DependencyState>, StoreError> {
+        let now = params.now.unwrap_or_else(Utc::now).timestamp_micros();
+        let records = self.dependencies.lock().unwrap().clone();
+        Ok(records
+            .iter()
+            .filter(|(key, _)| params.dependency.as_ref().is_none_or(|d| d == *key))
+            .map(|(key, record)| record.view(key, now, self.waiting(key)))
+            .collect())
+    }
+    async fn dependency_sweep(
+        &self,
+        params: DependencySweepParams,
+    ) -> Result<Vec<String>, StoreError> {
+        let now = params.now.unwrap_or_else(Utc::now);
+        let records = self.dependencies.lock().unwrap().clone();
+        let mut released = Vec::new();
+        let mut jobs = self.jobs.lock().unwrap();
+        for (key, record) in records {
+            if !record.wants_probe(now.timestamp_micros()) {
+                continue;
+            }
+            let mut parked: Vec<&mut Job> = jobs
+                .values_mut()
+                .filter(|j| {
+                    j.status == JobState::Ready
+                        && j.dependency.as_deref() == Some(key.as_str())
+                        && j.dependency_wait == Some(WaitReason::Breaker)
+                })
+                .collect();
+            if parked.iter().any(|j| j.run_at <= now) {
+                continue;
+            }
+            parked.sort_by_key(|j| (-j.priority, j.run_at, j.id));
+            if let Some(first) = parked.into_iter().next() {
+                first.run_at = now;
+                released.push(key);
+            }
+        }
+        drop(jobs);
+        self.notify.notify_waiters();
+        Ok(released)
     }
     async fn worker_list(&self) -> Result<Vec<WorkerInfo>, StoreError> {
         Ok(self.workers.lock().unwrap().clone())

@@ -10,6 +10,7 @@
 //! checks that it and `docs/prometheus/alerts.yml` name only metrics listed in
 //! [`METRICS`].
 
+use crate::dependency::{BreakerState, DependencyState, WaitReason};
 use crate::store::QueueStats;
 
 /// Attempts by how they ended. Labels: `queue`, `kind`, `outcome`, `class`.
@@ -44,6 +45,28 @@ pub const QUEUE_WORKERS_ALIVE: &str = "revenant_queue_workers_alive";
 pub const QUEUE_LAST_COMPLETED: &str = "revenant_queue_last_completed_timestamp_seconds";
 /// 1 when the queue is paused.
 pub const QUEUE_PAUSED: &str = "revenant_queue_paused";
+/// What dependency_acquire said to claimed jobs. Labels: `dependency`, `permit`.
+pub const DEPENDENCY_PERMITS: &str = "revenant_dependency_permits_total";
+/// Answers counted by a dependency's breaker. Labels: `dependency`, `answer`.
+pub const DEPENDENCY_ANSWERS: &str = "revenant_dependency_answers_total";
+/// The breaker's state: 0 closed, 1 half-open, 2 open. Label: `dependency`.
+pub const DEPENDENCY_BREAKER_STATE: &str = "revenant_dependency_breaker_state";
+/// 1 while an operator holds the breaker open. Label: `dependency`.
+pub const DEPENDENCY_HELD_OPEN: &str = "revenant_dependency_held_open";
+/// Times the breaker opened from closed, as the store counts them.
+pub const DEPENDENCY_TRIPS: &str = "revenant_dependency_breaker_trips";
+/// Transient failures among the answers in the breaker's window.
+pub const DEPENDENCY_FAILURE_SHARE: &str = "revenant_dependency_failure_share";
+/// Requests the rate limit would let start now.
+pub const DEPENDENCY_TOKENS: &str = "revenant_dependency_rate_tokens";
+/// How far ahead the rate limit's schedule is booked, seconds.
+pub const DEPENDENCY_BOOKED: &str = "revenant_dependency_rate_booked_seconds";
+/// Retries sent in the budget's window, and the retries it allows.
+pub const DEPENDENCY_BUDGET_RETRIES: &str = "revenant_dependency_budget_retries";
+/// Retries the budget allows in its window now.
+pub const DEPENDENCY_BUDGET_ALLOWED: &str = "revenant_dependency_budget_allowed";
+/// Jobs ready and waiting on a dependency. Labels: `dependency`, `reason`.
+pub const DEPENDENCY_WAITING: &str = "revenant_dependency_waiting_jobs";
 
 /// A metric's type, as Prometheus names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +110,17 @@ pub const METRICS: &[MetricInfo] = &[
     MetricInfo { name: QUEUE_WORKERS_ALIVE, kind: MetricType::Gauge, labels: &["queue"], help: "Workers serving the queue seen in the last 30 seconds." },
     MetricInfo { name: QUEUE_LAST_COMPLETED, kind: MetricType::Gauge, labels: &["queue"], help: "Unix time a job of the queue last completed; 0 if none is on record." },
     MetricInfo { name: QUEUE_PAUSED, kind: MetricType::Gauge, labels: &["queue"], help: "1 when claims from the queue are paused, else 0." },
+    MetricInfo { name: DEPENDENCY_PERMITS, kind: MetricType::Counter, labels: &["dependency", "permit"], help: "What the dependency's breaker, rate limit and retry budget said to claimed jobs: permit run, probe, breaker, rate_limit, retry_budget (sent back to wait, attempt given back) or lease_lost." },
+    MetricInfo { name: DEPENDENCY_ANSWERS, kind: MetricType::Counter, labels: &["dependency", "answer"], help: "Attempts' answers as the dependency's breaker counts them: success, failure (transient, timeout) or neutral (permanent, panic, decode error, cancel: not counted)." },
+    MetricInfo { name: DEPENDENCY_BREAKER_STATE, kind: MetricType::Gauge, labels: &["dependency"], help: "The dependency's circuit breaker: 0 closed, 1 half-open (a probe may go), 2 open." },
+    MetricInfo { name: DEPENDENCY_HELD_OPEN, kind: MetricType::Gauge, labels: &["dependency"], help: "1 while an operator holds the breaker open (revenant breaker open), else 0." },
+    MetricInfo { name: DEPENDENCY_TRIPS, kind: MetricType::Gauge, labels: &["dependency"], help: "Times the breaker opened from closed, as the store counts them (shared by every worker)." },
+    MetricInfo { name: DEPENDENCY_FAILURE_SHARE, kind: MetricType::Gauge, labels: &["dependency"], help: "Transient failures among the answers in the breaker's window, 0 to 1." },
+    MetricInfo { name: DEPENDENCY_TOKENS, kind: MetricType::Gauge, labels: &["dependency"], help: "Requests the rate limit would let start right now (0 to the burst); absent without a rate limit." },
+    MetricInfo { name: DEPENDENCY_BOOKED, kind: MetricType::Gauge, labels: &["dependency"], help: "How far ahead the rate limit's schedule is booked, seconds: the backlog still to be paced out." },
+    MetricInfo { name: DEPENDENCY_BUDGET_RETRIES, kind: MetricType::Gauge, labels: &["dependency"], help: "Retries sent in the retry budget's window." },
+    MetricInfo { name: DEPENDENCY_BUDGET_ALLOWED, kind: MetricType::Gauge, labels: &["dependency"], help: "Retries the retry budget allows in its window now." },
+    MetricInfo { name: DEPENDENCY_WAITING, kind: MetricType::Gauge, labels: &["dependency", "reason"], help: "Jobs ready and waiting on the dependency, by reason: breaker (parked until it closes), rate_limit (holding a turn), retry_budget." },
 ];
 
 /// Bucket bounds for [`JOB_RUN_SECONDS`]: 5 ms to 5 min, for handlers from a cache
@@ -206,5 +240,75 @@ pub fn queue_gauges(stats: &[QueueStats]) {
                 .map_or(0.0, |t| t.timestamp_millis() as f64 / 1000.0),
         );
         set(QUEUE_PAUSED, if q.paused { 1.0 } else { 0.0 });
+    }
+}
+
+/// What `dependency_acquire` said to a job (`permit` label).
+pub(crate) fn dependency_permit(dependency: &str, permit: &'static str) {
+    metrics::counter!(
+        DEPENDENCY_PERMITS,
+        "dependency" => dependency.to_string(),
+        "permit" => permit,
+    )
+    .increment(1);
+}
+
+/// An answer counted (or not) by the dependency's breaker.
+pub(crate) fn dependency_answer(dependency: &str, answer: &'static str) {
+    metrics::counter!(
+        DEPENDENCY_ANSWERS,
+        "dependency" => dependency.to_string(),
+        "answer" => answer,
+    )
+    .increment(1);
+}
+
+/// Sets the per-dependency gauges from the store's view of them (the worker's
+/// maintenance loop, `revenant metrics`).
+pub fn dependency_gauges(states: &[DependencyState]) {
+    for d in states {
+        breaker_gauges(d);
+        for reason in WaitReason::ALL {
+            let n = match reason {
+                WaitReason::Breaker => d.waiting.breaker,
+                WaitReason::RateLimit => d.waiting.rate_limit,
+                WaitReason::RetryBudget => d.waiting.retry_budget,
+            };
+            metrics::gauge!(
+                DEPENDENCY_WAITING,
+                "dependency" => d.dependency.clone(),
+                "reason" => reason.as_str(),
+            )
+            .set(n as f64);
+        }
+    }
+}
+
+/// Sets the gauges of one dependency's breaker, rate limit and budget (not the
+/// waiting counts): what the worker knows after each report.
+pub(crate) fn breaker_gauges(d: &DependencyState) {
+    {
+        let set = |name: &'static str, value: f64| {
+            metrics::gauge!(name, "dependency" => d.dependency.clone()).set(value);
+        };
+        set(
+            DEPENDENCY_BREAKER_STATE,
+            match d.breaker {
+                BreakerState::Closed => 0.0,
+                BreakerState::HalfOpen => 1.0,
+                BreakerState::Open => 2.0,
+            },
+        );
+        set(DEPENDENCY_HELD_OPEN, if d.held_open { 1.0 } else { 0.0 });
+        set(DEPENDENCY_TRIPS, d.trips as f64);
+        set(DEPENDENCY_FAILURE_SHARE, d.answers.failure_share);
+        if let Some(rate) = &d.rate_limit {
+            set(DEPENDENCY_TOKENS, rate.tokens);
+            set(DEPENDENCY_BOOKED, rate.booked_secs);
+        }
+        if let Some(budget) = &d.retry_budget {
+            set(DEPENDENCY_BUDGET_RETRIES, budget.retries);
+            set(DEPENDENCY_BUDGET_ALLOWED, budget.allowed);
+        }
     }
 }

@@ -17,6 +17,9 @@
 //!   configuration that cannot work;
 //! - [`maintenance`]: the lease sweep, pruning and the worker registry
 //!   ([`MaintenanceConfig`]);
+//! - the dependency gate: between claim and handler, jobs that call a dependency ask
+//!   for a permit (breaker, rate limit, retry budget; [`DependencyConfig`]), and each
+//!   attempt's answer is reported for the breaker;
 //! - [`metrics`]: every metric the runtime records (names, labels, the calls);
 //! - [`shutdown`]: SIGTERM / Ctrl-C and [`ShutdownHandle`].
 //!
@@ -63,8 +66,10 @@ pub mod shutdown;
 pub mod worker;
 
 mod completer;
+mod due_soon;
 mod executor;
 mod fetcher;
+mod gate;
 mod registry;
 mod store_retry;
 
@@ -74,6 +79,7 @@ pub(crate) mod memory;
 mod tests;
 
 pub use context::{JobContext, JobContextParts};
+pub use gate::DependencyConfig;
 pub use handler::{Handler, JobAction, JobError, ResultExt};
 pub use maintenance::MaintenanceConfig;
 pub use shutdown::{signal, ShutdownHandle};

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use serde::de::DeserializeOwned;
+use serde::Deserialize;
 
 use crate::outcome::Outcome;
 use crate::runtime::context::JobContext;
@@ -14,6 +15,10 @@ use crate::runtime::handler::{Handler, HandlerFn};
 
 /// A handler with its payload type erased.
 pub(crate) trait ErasedHandler: Send + Sync + 'static {
+    /// The handler's [`Handler::dependency`] for a payload (none when the payload does
+    /// not decode: the attempt then fails with `decode_error` without calling anyone).
+    fn dependency(&self, payload: &serde_json::Value) -> Option<String>;
+
     fn call(
         self: Arc<Self>,
         ctx: JobContext,
@@ -37,6 +42,11 @@ struct FnHandler<F, P> {
 }
 
 impl<H: Handler> ErasedHandler for TraitHandler<H> {
+    fn dependency(&self, payload: &serde_json::Value) -> Option<String> {
+        let payload = H::Payload::deserialize(payload).ok()?;
+        self.0.dependency(&payload)
+    }
+
     fn call(
         self: Arc<Self>,
         ctx: JobContext,
@@ -60,6 +70,10 @@ where
     P: DeserializeOwned + Send + 'static,
     F: HandlerFn<P>,
 {
+    fn dependency(&self, _payload: &serde_json::Value) -> Option<String> {
+        None
+    }
+
     fn call(
         self: Arc<Self>,
         ctx: JobContext,
@@ -114,6 +128,11 @@ impl Registry {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.handlers.is_empty()
+    }
+
+    /// The dependency a job of `kind` with `payload` calls, by its handler's say.
+    pub(crate) fn dependency(&self, kind: &str, payload: &serde_json::Value) -> Option<String> {
+        self.handlers.get(kind)?.dependency(payload)
     }
 
     /// Runs one attempt: decode, call, classify. A kind with no handler is

@@ -364,3 +364,157 @@ async fn shutdown_releases_unfinished_jobs_with_their_attempts_given_back() {
         "left the registry"
     );
 }
+
+mod dependencies {
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+    use crate::dependency::{
+        BreakerPolicy, BreakerState, DependencyPolicies, DependencyPolicy, WaitReason,
+    };
+    use crate::runtime::DependencyConfig;
+    use crate::store::DependencyListParams;
+
+    fn fast_breaker() -> DependencyConfig {
+        DependencyConfig {
+            policies: DependencyPolicies::new(DependencyPolicy {
+                breaker: Some(BreakerPolicy {
+                    failure_threshold: 0.5,
+                    window: Duration::from_secs(2),
+                    min_requests: 4,
+                    cooldown: ms(100),
+                    max_cooldown: ms(200),
+                    park_for: Duration::from_secs(60),
+                }),
+                ..DependencyPolicy::off()
+            }),
+            report_interval: ms(5),
+        }
+    }
+
+    async fn breaker_state(store: &MemoryStore) -> BreakerState {
+        store
+            .dependency_list(DependencyListParams::default())
+            .await
+            .unwrap()
+            .first()
+            .map(|d| d.breaker)
+            .unwrap_or_default()
+    }
+
+    /// The provider is down: a few failures open the breaker, later jobs are parked
+    /// without spending attempts (where, with 3 attempts and a 40 ms backoff cap,
+    /// every job would die), and when it is back the probe closes the breaker and
+    /// every job completes.
+    #[tokio::test]
+    async fn a_breaker_parks_jobs_through_an_outage_and_releases_them_after() {
+        let store = Arc::new(MemoryStore::new());
+        let down = Arc::new(AtomicBool::new(true));
+        let calls_while_down = Arc::new(AtomicUsize::new(0));
+        let (d, c) = (down.clone(), calls_while_down.clone());
+        let (shutdown, task) = start(
+            builder(&store)
+                .handler_fn("send", move |_ctx: JobContext, _: serde_json::Value| {
+                    let (down, calls) = (d.clone(), c.clone());
+                    async move {
+                        if down.load(Ordering::SeqCst) {
+                            calls.fetch_add(1, Ordering::SeqCst);
+                            return Err(JobError::retry("503"));
+                        }
+                        Ok(())
+                    }
+                })
+                .dependency("send", "email-provider")
+                .dependencies(fast_breaker())
+                .build()
+                .unwrap(),
+        );
+        let mut ids = Vec::new();
+        for _ in 0..40 {
+            ids.push(enqueue(&store, "send", json!({})).await);
+            tokio::time::sleep(ms(10)).await;
+        }
+        assert_ne!(breaker_state(&store).await, BreakerState::Closed);
+        let parked = store
+            .all()
+            .iter()
+            .filter(|j| j.dependency_wait == Some(WaitReason::Breaker))
+            .count();
+        assert!(parked > 20, "jobs wait for the breaker: {parked}");
+        assert!(
+            store.all().iter().all(|j| j.status != JobState::Dead),
+            "nothing died of the outage"
+        );
+        down.store(false, Ordering::SeqCst);
+        wait_until(&store, "every job to complete", |jobs| {
+            jobs.iter().all(|j| j.status == JobState::Completed)
+        })
+        .await;
+        shutdown.shutdown();
+        task.await.unwrap();
+        assert_eq!(breaker_state(&store).await, BreakerState::Closed);
+        // The first few failures trip it; after that, only probes (one every
+        // 100-200 ms) reach the provider.
+        let calls = calls_while_down.load(Ordering::SeqCst);
+        assert!(calls < 20, "{calls} calls for 40 jobs while it was down");
+        for id in ids {
+            let job = store.job(id);
+            assert_eq!(job.dependency.as_deref(), Some("email-provider"));
+            assert!(job.attempts <= 3, "{job:#?}");
+        }
+    }
+
+    /// Permanent failures say nothing about the dependency: they never open it.
+    #[tokio::test]
+    async fn permanent_failures_do_not_open_the_breaker() {
+        let store = Arc::new(MemoryStore::new());
+        let (shutdown, task) = start(
+            builder(&store)
+                .handler_fn("step", scripted)
+                .dependency("step", "template-service")
+                .dependencies(fast_breaker())
+                .build()
+                .unwrap(),
+        );
+        for _ in 0..20 {
+            enqueue(&store, "step", json!({ "what": "permanent" })).await;
+        }
+        wait_until(&store, "every job to die", all_terminal).await;
+        shutdown.shutdown();
+        task.await.unwrap();
+        assert!(store
+            .all()
+            .iter()
+            .all(|j| j.dead_reason == Some(DeadReason::Permanent) && j.attempts == 1));
+        let states = store
+            .dependency_list(DependencyListParams::default())
+            .await
+            .unwrap();
+        assert_eq!(states[0].dependency, "template-service");
+        assert_eq!(states[0].breaker, BreakerState::Closed);
+        assert_eq!(states[0].answers.failures, 0.0);
+        assert_eq!(states[0].trips, 0);
+    }
+
+    #[test]
+    fn a_dependency_config_that_cannot_work_is_refused() {
+        let mut config = fast_breaker();
+        config.report_interval = Duration::ZERO;
+        let err = builder(&Arc::new(MemoryStore::new()))
+            .handler_fn("step", scripted)
+            .dependencies(config)
+            .build()
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(err.contains("report_interval"), "{err}");
+        let err = builder(&Arc::new(MemoryStore::new()))
+            .handler_fn("step", scripted)
+            .dependency("step", "")
+            .build()
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(err.contains("dependency"), "{err}");
+    }
+}

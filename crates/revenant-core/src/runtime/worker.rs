@@ -2,7 +2,7 @@
 //! work, and the run loop that ties fetchers, executors, the completer and maintenance
 //! together.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +17,7 @@ use crate::names;
 use crate::policy::{PolicyError, PolicySet, RetryPolicy};
 use crate::runtime::completer::{self, CompleterHandle};
 use crate::runtime::context::JobContext;
+use crate::runtime::gate::{self, Dependencies, DependencyConfig};
 use crate::runtime::handler::{Handler, JobError};
 use crate::runtime::maintenance::{self, MaintenanceConfig};
 use crate::runtime::registry::Registry;
@@ -108,6 +109,10 @@ pub(crate) struct Shared {
     /// Fired when the drain deadline is over: stop retrying the store.
     pub(crate) abandon: CancellationToken,
     pub(crate) completer: CompleterHandle,
+    /// The dependency gate, when the worker protects dependencies.
+    pub(crate) dependencies: Option<Dependencies>,
+    /// Short retries this worker wrote, so its fetchers wake when they come due.
+    pub(crate) due_soon: crate::runtime::due_soon::DueSoon,
 }
 
 /// Builds a [`Worker`]. Every setting has a default except the store, the queues and the
@@ -126,6 +131,8 @@ pub struct WorkerBuilder {
     heartbeats: bool,
     maintenance: MaintenanceConfig,
     alerts: Option<AlertConfig>,
+    dependencies: Option<DependencyConfig>,
+    dependency_kinds: HashMap<String, String>,
 }
 
 impl WorkerBuilder {
@@ -254,6 +261,27 @@ impl WorkerBuilder {
         self
     }
 
+    /// Protects the dependencies jobs call with a circuit breaker, a rate limit and a
+    /// retry budget per key, shared with every other worker through the store (see
+    /// [`crate::dependency`]). Default: off, every job runs as soon as it is claimed.
+    /// `DependencyConfig::default()` gives every key a breaker and a retry budget with
+    /// their defaults and no rate limit.
+    ///
+    /// A job's key comes from its handler ([`Handler::dependency`]) or from
+    /// [`WorkerBuilder::dependency`]; jobs without one are not affected.
+    pub fn dependencies(mut self, config: DependencyConfig) -> Self {
+        self.dependencies = Some(config);
+        self
+    }
+
+    /// Says that every job of `kind` calls dependency `key`, for handlers that do not
+    /// say so themselves (closures). Only used with
+    /// [`WorkerBuilder::dependencies`].
+    pub fn dependency(mut self, kind: impl Into<String>, key: impl Into<String>) -> Self {
+        self.dependency_kinds.insert(kind.into(), key.into());
+        self
+    }
+
     /// The worker, or the first setting that cannot work.
     pub fn build(self) -> Result<Worker, ConfigError> {
         if self.queues.is_empty() {
@@ -309,6 +337,17 @@ impl WorkerBuilder {
                 });
             }
         }
+        if let Some(config) = &self.dependencies {
+            config.policies.validate()?;
+            if config.report_interval.is_zero() {
+                return Err(ConfigError::ZeroDuration {
+                    field: "dependency report_interval",
+                });
+            }
+        }
+        for key in self.dependency_kinds.values() {
+            names::validate_key("dependency", key)?;
+        }
         let worker_id = match self.worker_id {
             Some(id) => {
                 names::validate_key("worker_id", &id)?;
@@ -329,6 +368,8 @@ impl WorkerBuilder {
             heartbeats: self.heartbeats,
             maintenance: self.maintenance,
             alerts: self.alerts,
+            dependencies: self.dependencies,
+            dependency_kinds: self.dependency_kinds,
             shutdown: ShutdownHandle::new(),
         })
     }
@@ -374,6 +415,8 @@ pub struct Worker {
     heartbeats: bool,
     maintenance: MaintenanceConfig,
     alerts: Option<AlertConfig>,
+    dependencies: Option<DependencyConfig>,
+    dependency_kinds: HashMap<String, String>,
     shutdown: ShutdownHandle,
 }
 
@@ -394,6 +437,8 @@ impl Worker {
             heartbeats: true,
             maintenance: MaintenanceConfig::default(),
             alerts: None,
+            dependencies: None,
+            dependency_kinds: HashMap::new(),
         }
     }
 
@@ -450,6 +495,25 @@ impl Worker {
 
         let (completer, completer_task) =
             completer::spawn(self.store.clone(), completer_stop.clone(), abandon.clone());
+        let reporter_stop = CancellationToken::new();
+        let (dependencies, reporter_task) = match self.dependencies {
+            Some(config) => {
+                let (reporter, task) = gate::spawn_reporter(
+                    self.store.clone(),
+                    config.clone(),
+                    reporter_stop.clone(),
+                    abandon.clone(),
+                );
+                let dependencies = Dependencies {
+                    config,
+                    kinds: self.dependency_kinds,
+                    reporter,
+                    pacers: std::sync::Mutex::new(HashMap::new()),
+                };
+                (Some(dependencies), Some(task))
+            }
+            None => (None, None),
+        };
         let shared = Arc::new(Shared {
             store: self.store.clone(),
             registry: self.registry,
@@ -462,6 +526,8 @@ impl Worker {
             hard_stop: hard_stop.clone(),
             abandon: abandon.clone(),
             completer,
+            dependencies,
+            due_soon: crate::runtime::due_soon::DueSoon::new(self.poll_interval),
         });
         let maintenance_task = tokio::spawn(maintenance::run(
             shared.clone(),
@@ -517,6 +583,10 @@ impl Worker {
         }
         completer_stop.cancel();
         let _ = completer_task.await;
+        reporter_stop.cancel();
+        if let Some(task) = reporter_task {
+            let _ = task.await;
+        }
         maintenance_stop.cancel();
         let _ = maintenance_task.await;
         let remove_stop = CancellationToken::new();

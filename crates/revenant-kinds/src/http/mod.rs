@@ -86,6 +86,11 @@ impl Handler for HttpHandler {
     const KIND: &'static str = "http";
     type Payload = HttpPayload;
 
+    /// The payload's `dependency`, else the URL's host.
+    fn dependency(&self, payload: &HttpPayload) -> Option<String> {
+        payload.dependency_key()
+    }
+
     async fn run(&self, ctx: JobContext, payload: HttpPayload) -> Result<(), JobError> {
         let request = payload.validate()?;
         let target = format!("{} {}", request.method, payload::redacted(&request.url));

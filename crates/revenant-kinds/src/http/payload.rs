@@ -48,9 +48,11 @@ pub struct HttpPayload {
     /// sending and reading the response; running past it is transient.
     #[serde(default)]
     pub timeout: Option<String>,
-    /// A key naming the service this request depends on (`"email-provider"`). Not used
-    /// yet; reserved so producers can start sending it (circuit breaking per
-    /// dependency).
+    /// The dependency this request calls (`"email-provider"`): a worker protecting
+    /// dependencies (`revenant work`, or `WorkerBuilder::dependencies`) gives each key
+    /// a circuit breaker, a rate limit and a retry budget shared by every worker.
+    /// Default: the URL's host, so every request to one host shares them; name it to
+    /// group several hosts of one provider, or to split one host's services.
     #[serde(default)]
     pub dependency: Option<String>,
 }
@@ -78,6 +80,21 @@ fn invalid(field: &str, message: impl std::fmt::Display) -> JobError {
 }
 
 impl HttpPayload {
+    /// The dependency key: [`HttpPayload::dependency`], else the URL's host (none for
+    /// a URL that does not parse: such a job fails permanently before calling anyone).
+    pub fn dependency_key(&self) -> Option<String> {
+        if let Some(key) = self.dependency.as_deref().map(str::trim) {
+            if !key.is_empty() {
+                return Some(key.to_string());
+            }
+        }
+        Url::parse(self.url.trim())
+            .ok()?
+            .host_str()
+            .filter(|host| !host.is_empty())
+            .map(str::to_string)
+    }
+
     /// Checks every field; the first bad one is a permanent failure naming it.
     pub(crate) fn validate(&self) -> Result<Request, JobError> {
         let method_text = self.method.as_deref().unwrap_or("POST").trim();
@@ -189,6 +206,22 @@ mod tests {
         let err = p.validate().unwrap_err();
         assert_eq!(err.action(), JobAction::Permanent);
         err.message().to_string()
+    }
+
+    #[test]
+    fn the_dependency_is_the_payloads_or_else_the_urls_host() {
+        assert_eq!(
+            payload("https://api.mail.example:8443/v1/send?k=1")
+                .dependency_key()
+                .as_deref(),
+            Some("api.mail.example")
+        );
+        let mut named = payload("https://api.mail.example/v1/send");
+        named.dependency = Some("email-provider".into());
+        assert_eq!(named.dependency_key().as_deref(), Some("email-provider"));
+        named.dependency = Some("  ".into());
+        assert_eq!(named.dependency_key().as_deref(), Some("api.mail.example"));
+        assert_eq!(payload("not a url").dependency_key(), None);
     }
 
     #[test]

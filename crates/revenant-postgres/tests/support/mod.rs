@@ -272,6 +272,12 @@ mod delegate {
         async fn queue_stats(&self, p: QueueStatsParams) -> Result<Vec<QueueStats>, StoreError> {
             self.store.queue_stats(p).await
         }
+        async fn queue_history(
+            &self,
+            p: QueueHistoryParams,
+        ) -> Result<Vec<QueueHistoryPoint>, StoreError> {
+            self.store.queue_history(p).await
+        }
         async fn worker_heartbeat(&self, p: WorkerHeartbeatParams) -> Result<(), StoreError> {
             self.store.worker_heartbeat(p).await
         }
@@ -280,6 +286,36 @@ mod delegate {
         }
         async fn worker_remove(&self, p: WorkerRemoveParams) -> Result<u64, StoreError> {
             self.store.worker_remove(p).await
+        }
+        async fn dependency_acquire(
+            &self,
+            p: DependencyAcquireParams,
+        ) -> Result<DependencyAcquired, StoreError> {
+            self.store.dependency_acquire(p).await
+        }
+        async fn dependency_report(
+            &self,
+            p: DependencyReportParams,
+        ) -> Result<revenant_core::dependency::DependencyState, StoreError> {
+            self.store.dependency_report(p).await
+        }
+        async fn dependency_set(
+            &self,
+            p: DependencySetParams,
+        ) -> Result<revenant_core::dependency::DependencyState, StoreError> {
+            self.store.dependency_set(p).await
+        }
+        async fn dependency_list(
+            &self,
+            p: DependencyListParams,
+        ) -> Result<Vec<revenant_core::dependency::DependencyState>, StoreError> {
+            self.store.dependency_list(p).await
+        }
+        async fn dependency_sweep(
+            &self,
+            p: DependencySweepParams,
+        ) -> Result<Vec<String>, StoreError> {
+            self.store.dependency_sweep(p).await
         }
     }
 }

@@ -1,22 +1,35 @@
-//! What the torture tests share: the test PostgreSQL server and its fresh schemas, a
-//! private throwaway cluster for restarts, counts that a local run may shrink, and the
-//! drain scenario itself.
+//! What the torture tests share: the two backends (a temp SQLite file, a fresh schema
+//! on the shared PostgreSQL server), a private throwaway cluster for restarts, the short
+//! and long forms' sizes, a fleet of worker processes with its ledger, reading the
+//! ledger, and the one summary line each test prints.
 //!
 //! The shared server is `REVENANT_TEST_DATABASE_URL`, else `DATABASE_URL`, else
 //! `postgres://postgres@127.0.0.1:5432/postgres` (`scripts/ensure-postgres.sh` prints the
 //! first). Under `CI=true` a server that does not answer fails the test; elsewhere the
 //! test is skipped with a loud message.
+//!
+//! **Short and long forms.** Every test has a short form (seconds, what CI runs) and a
+//! long form (minutes, RELIABILITY.md's sizes), picked by `REVENANT_TORTURE_LONG=1`
+//! (`scripts/torture.sh --long` sets it). [`scale`] gives a count for each.
 
-#![allow(dead_code)] // Each test file uses part of this module.
+#![allow(dead_code, unused_imports, unused_macros)] // Each test file uses part of this module.
 
+mod cluster;
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+pub use cluster::{Cluster, Server};
+use revenant::Store;
 use revenant_torture::behaviour::Plan;
 use revenant_torture::checker::{self, Report};
-use revenant_torture::fleet::{self, WorkerSpec};
-use revenant_torture::{ledger, worker};
+use revenant_torture::fleet::{self, WorkerProcess, WorkerSpec};
+use revenant_torture::ledger::{self, AckOp, AckResult, Event, LedgerWriter};
+use revenant_torture::produce::{self, Shape};
+use revenant_torture::worker;
 use sqlx::{Connection, PgConnection};
 
 /// The worker binary Cargo built for these tests.
@@ -30,8 +43,22 @@ pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
+/// Whether this is the long form (`REVENANT_TORTURE_LONG=1`).
+pub fn long() -> bool {
+    std::env::var("REVENANT_TORTURE_LONG").is_ok_and(|v| v == "1" || v == "true")
+}
+
+/// `short` in the short form, `long` in the long form.
+pub fn scale<T>(short: T, long_form: T) -> T {
+    if long() {
+        long_form
+    } else {
+        short
+    }
+}
+
 /// `name` from the environment, else `default`. Only for shrinking a run locally: CI
-/// leaves these unset and runs the figures.
+/// leaves these unset.
 pub fn count(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
@@ -93,6 +120,378 @@ impl PgSchema {
     }
 }
 
+/// The two backends every test runs on unless it says why not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// One test's database and scratch directory (ledger, logs, the SQLite file).
+pub struct Db {
+    pub backend: Backend,
+    pub url: String,
+    pub schema: Option<String>,
+    pub dir: tempfile::TempDir,
+    pg: Option<PgSchema>,
+}
+
+impl Db {
+    /// A fresh database; `None` when PostgreSQL is skipped (outside CI).
+    pub async fn new(backend: Backend) -> Option<Db> {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        match backend {
+            Backend::Sqlite => Some(Db {
+                backend,
+                url: format!("sqlite://{}", dir.path().join("torture.db").display()),
+                schema: None,
+                dir,
+                pg: None,
+            }),
+            Backend::Postgres => {
+                let pg = PgSchema::new().await?;
+                Some(Db {
+                    backend,
+                    url: pg.url.clone(),
+                    schema: Some(pg.schema.clone()),
+                    dir,
+                    pg: Some(pg),
+                })
+            }
+        }
+    }
+
+    /// The SQLite file, for SQLite.
+    pub fn sqlite_path(&self) -> Option<PathBuf> {
+        (self.backend == Backend::Sqlite).then(|| self.dir.path().join("torture.db"))
+    }
+
+    /// A connection of the test's own.
+    pub async fn store(&self) -> Arc<dyn Store> {
+        worker::connect(&self.url, self.schema.as_deref(), Some(POOL))
+            .await
+            .expect("connect")
+    }
+
+    /// Drops the PostgreSQL schema (the SQLite file goes with the directory).
+    pub async fn cleanup(self) {
+        if let Some(pg) = &self.pg {
+            pg.drop_schema().await;
+        }
+    }
+}
+
+impl Drop for Db {
+    /// `REVENANT_TORTURE_KEEP=1` keeps the ledger, logs and SQLite file of every test
+    /// (failed ones included) for a post-mortem, and says where.
+    fn drop(&mut self) {
+        if std::env::var_os("REVENANT_TORTURE_KEEP").is_some() {
+            let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("a temp dir"));
+            eprintln!("kept {}", dir.keep().display());
+        }
+    }
+}
+
+/// Declares `mod $name { sqlite, postgres }`: one `#[tokio::test]` per backend, each
+/// calling `async fn $name(Backend)` of the test file, so a failure names both.
+macro_rules! on_both_backends {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$name(super::support::Backend::Sqlite).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                super::$name(super::support::Backend::Postgres).await
+            }
+        }
+    };
+}
+
+/// A fleet on one database: the driver's ledger, the test's store, and a worker spec
+/// ready to spawn (concurrency 10, the test's pool size), with its ledger and logs in
+/// the database's scratch directory.
+pub struct Fleet {
+    pub ledger_dir: PathBuf,
+    pub driver: Arc<LedgerWriter>,
+    pub store: Arc<dyn Store>,
+    pub spec: WorkerSpec,
+    pub queue: String,
+}
+
+impl Fleet {
+    pub async fn new(db: &Db, queue: &str, plan: Plan) -> Fleet {
+        Fleet::named(db, queue, plan, "ledger").await
+    }
+
+    /// A fleet with its own ledger directory `ledger` (several fleets on one database).
+    pub async fn named(db: &Db, queue: &str, plan: Plan, ledger: &str) -> Fleet {
+        let ledger_dir = db.dir.path().join(ledger);
+        let driver = fleet::driver_ledger(&ledger_dir).expect("the driver's ledger");
+        let store = db.store().await;
+        let mut spec = WorkerSpec::new(WORKER_EXE, &db.url, queue);
+        spec.schema = db.schema.clone();
+        spec.max_connections = Some(POOL);
+        spec.plan = plan;
+        spec.concurrency = 10;
+        spec.poll_ms = 100;
+        spec.ledger_dir = Some(ledger_dir.clone());
+        spec.log_dir = db.dir.path().join("logs");
+        Fleet {
+            ledger_dir,
+            driver,
+            store,
+            spec,
+            queue: queue.to_string(),
+        }
+    }
+
+    /// Enqueues `n` jobs with `max_attempts`, recorded in the driver's ledger.
+    pub async fn enqueue(&self, n: usize, max_attempts: i32) -> Vec<i64> {
+        self.enqueue_shaped(&Shape::plain(&self.queue, max_attempts), n)
+            .await
+    }
+
+    pub async fn enqueue_shaped(&self, shape: &Shape, n: usize) -> Vec<i64> {
+        produce::produce(
+            self.store.as_ref(),
+            shape,
+            n,
+            1000,
+            Duration::ZERO,
+            Some(&self.driver),
+        )
+        .await
+        .expect("enqueue")
+    }
+
+    /// Starts processes `0..n`.
+    pub fn spawn(&self, n: usize) -> Vec<WorkerProcess> {
+        (0..n)
+            .map(|i| self.spec.spawn(i).expect("spawn a worker"))
+            .collect()
+    }
+
+    /// Polls until `target` jobs are terminal; fails the test past `limit`, with the
+    /// workers' logs.
+    pub async fn wait_finished(&self, target: usize, limit: Duration, workers: &[WorkerProcess]) {
+        let done = fleet::wait_finished(
+            self.store.as_ref(),
+            &self.queue,
+            target as u64,
+            Instant::now() + limit,
+            Duration::from_millis(100),
+            |_| {},
+        )
+        .await;
+        assert!(
+            done >= target as u64,
+            "only {done} of {target} jobs terminal after {limit:?}\n{}",
+            logs(workers)
+        );
+    }
+
+    pub fn events(&self) -> Vec<Event> {
+        ledger::read_dir(&self.ledger_dir).expect("read the ledger")
+    }
+
+    /// The checker's report over the whole ledger and the queue's rows.
+    pub async fn check(&self) -> (Report, Vec<Event>) {
+        let events = self.events();
+        let rows = fleet::final_jobs(self.store.as_ref(), &self.queue)
+            .await
+            .expect("read the job table");
+        (checker::check(&self.spec.plan, &events, &rows), events)
+    }
+}
+
+/// The last lines of every worker's log.
+pub fn logs(workers: &[WorkerProcess]) -> String {
+    workers
+        .iter()
+        .map(|w| format!("--- worker pid {}:\n{}", w.pid(), w.log_tail(20)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Asserts no worker has exited.
+pub fn assert_alive(workers: &mut [WorkerProcess], when: &str) {
+    for worker in workers.iter_mut() {
+        assert!(
+            worker.exited().is_none(),
+            "worker {} exited {when}: {:?}\n{}",
+            worker.pid(),
+            worker.exited(),
+            worker.log_tail(30)
+        );
+    }
+}
+
+/// SIGTERMs every worker; each must exit 0.
+pub async fn stop_all(workers: &mut [WorkerProcess]) {
+    let statuses = fleet::terminate_all(workers, Duration::from_secs(30)).await;
+    for (worker, status) in workers.iter().zip(&statuses) {
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "worker {} after SIGTERM: {status:?}\n{}",
+            worker.pid(),
+            worker.log_tail(30)
+        );
+    }
+}
+
+/// Polls `events` of the ledger until `done` holds, or fails past `limit`.
+pub async fn wait_ledger(
+    ledger_dir: &Path,
+    what: &str,
+    limit: Duration,
+    done: impl Fn(&[Event]) -> bool,
+) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let events = ledger::read_dir(ledger_dir).unwrap_or_default();
+        if done(&events) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Handler starts by `pid`.
+pub fn starts_by(events: &[Event], pid: u32) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e, Event::Start { pid: p, .. } if *p == pid))
+        .count()
+}
+
+/// The claims `pid` held at the end of its ledger: (job, attempt, token) claimed with
+/// no applied complete, fail or release of that lease.
+pub fn held_by(events: &[Event], pid: u32) -> Vec<(i64, i32, i64)> {
+    let settled: HashSet<(i64, i64)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Ack {
+                op: AckOp::Complete | AckOp::Fail | AckOp::Release,
+                job,
+                token,
+                result: AckResult::Applied,
+                ..
+            } => Some((*job, *token)),
+            _ => None,
+        })
+        .collect();
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Claimed {
+                job,
+                attempt,
+                token,
+                pid: p,
+                ..
+            } if *p == pid && !settled.contains(&(*job, *token)) => Some((*job, *attempt, *token)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Claims per job: (attempt, pid, return time, database time), in ledger order.
+pub fn claims_by_job(events: &[Event]) -> HashMap<i64, Vec<(i32, u32, i64, i64)>> {
+    let mut map: HashMap<i64, Vec<(i32, u32, i64, i64)>> = HashMap::new();
+    for event in events {
+        if let Event::Claimed {
+            job,
+            attempt,
+            pid,
+            t,
+            db_t,
+            ..
+        } = event
+        {
+            map.entry(*job)
+                .or_default()
+                .push((*attempt, *pid, *t, *db_t));
+        }
+    }
+    map
+}
+
+/// Jobs a row of the driver's `Enqueued` lines covers, in order.
+pub fn enqueued_ids(events: &[Event]) -> Vec<i64> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Enqueued { ids, .. } => Some(ids.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+/// Microseconds as a Duration (negative as zero).
+pub fn micros(us: i64) -> Duration {
+    Duration::from_micros(u64::try_from(us).unwrap_or(0))
+}
+
+/// The figures one test reports: one line `TORTURE-SUMMARY {json}` on stderr, also
+/// appended to `$REVENANT_TORTURE_SUMMARY` when set (scripts/torture.sh collects them
+/// into the table of docs/reliability.md).
+pub struct Summary<'a> {
+    /// RELIABILITY.md's test number and a short name.
+    pub test: &'a str,
+    pub backend: &'a str,
+    pub jobs: usize,
+    /// Faults injected, and what they were.
+    pub faults: usize,
+    pub fault_kind: &'a str,
+    pub report: &'a Report,
+    /// Figures particular to the test, in words.
+    pub measured: String,
+}
+
+pub fn summary(s: Summary<'_>) {
+    let r = s.report;
+    let line = serde_json::json!({
+        "test": s.test,
+        "backend": s.backend,
+        "form": if long() { "long" } else { "short" },
+        "jobs": s.jobs,
+        "faults": s.faults,
+        "fault_kind": s.fault_kind,
+        "lost": r.lost,
+        "unexpected": r.unexpected,
+        "stuck": r.stuck,
+        "misclassified": r.misclassified,
+        "late_ack_accepted": r.late_ack_accepted,
+        "lease_overlap": r.lease_overlap,
+        "duplicates": r.duplicates,
+        "interrupted": r.interrupted,
+        "measured": s.measured,
+    });
+    eprintln!("TORTURE-SUMMARY {line}");
+    if let Ok(path) = std::env::var("REVENANT_TORTURE_SUMMARY") {
+        if let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(file, "{line}");
+        }
+    }
+}
+
 /// What a drain run measured.
 pub struct Drained {
     pub report: Report,
@@ -105,290 +504,27 @@ pub struct Drained {
 /// (or `deadline` passes: the test fails, naming what is missing), stop the workers with
 /// SIGTERM (each must exit 0), and check the ledger against the job table.
 pub async fn drain(
-    url: &str,
-    schema: Option<&str>,
+    db: &Db,
     processes: usize,
     jobs: usize,
     plan: Plan,
     deadline: Duration,
-    dir: &Path,
 ) -> Drained {
-    let ledger_dir = dir.join("ledger");
-    let driver = fleet::driver_ledger(&ledger_dir).expect("the driver's ledger");
-    let store = worker::connect(url, schema, Some(POOL))
-        .await
-        .expect("connect");
-    let queue = "torture";
-
+    let mut fleet = Fleet::new(db, "torture", plan).await;
+    fleet.spec.concurrency = 50;
     let started = Instant::now();
-    fleet::enqueue(store.as_ref(), queue, jobs, 1000, 3, Some(&driver))
-        .await
-        .expect("enqueue");
+    fleet.enqueue(jobs, 3).await;
     let enqueue = started.elapsed();
-
-    let mut spec = WorkerSpec::new(WORKER_EXE, url, queue);
-    spec.schema = schema.map(str::to_string);
-    spec.max_connections = Some(POOL);
-    spec.plan = plan;
-    spec.ledger_dir = Some(ledger_dir.clone());
-    spec.log_dir = dir.join("logs");
-    spec.poll_ms = 100;
     let started = Instant::now();
-    let mut workers: Vec<_> = (0..processes)
-        .map(|i| spec.spawn(i).expect("spawn a worker"))
-        .collect();
-    let done = fleet::wait_finished(
-        store.as_ref(),
-        queue,
-        jobs as u64,
-        started + deadline,
-        Duration::from_millis(100),
-        |_| {},
-    )
-    .await;
+    let mut workers = fleet.spawn(processes);
+    fleet.wait_finished(jobs, deadline, &workers).await;
     let drain = started.elapsed();
-    let logs = |workers: &[fleet::WorkerProcess]| {
-        workers
-            .iter()
-            .map(|w| format!("--- worker pid {}:\n{}", w.pid(), w.log_tail(20)))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    for worker in &mut workers {
-        assert!(
-            worker.exited().is_none(),
-            "worker {} exited during the run: {:?}\n{}",
-            worker.pid(),
-            worker.exited(),
-            worker.log_tail(30)
-        );
-    }
-    assert_eq!(
-        done,
-        jobs as u64,
-        "only {done} of {jobs} jobs terminal after {drain:?}\n{}",
-        logs(&workers)
-    );
-    let statuses = fleet::terminate_all(&mut workers, Duration::from_secs(30)).await;
-    for (worker, status) in workers.iter().zip(&statuses) {
-        assert!(
-            status.is_some_and(|s| s.success()),
-            "worker {} after SIGTERM: {status:?}\n{}",
-            worker.pid(),
-            worker.log_tail(30)
-        );
-    }
-
-    let events = ledger::read_dir(&ledger_dir).expect("read the ledger");
-    let rows = fleet::final_jobs(store.as_ref(), queue)
-        .await
-        .expect("read the job table");
-    let report = checker::check(&plan, &events, &rows);
+    assert_alive(&mut workers, "during the run");
+    stop_all(&mut workers).await;
+    let (report, _) = fleet.check().await;
     Drained {
         report,
         enqueue,
         drain,
-    }
-}
-
-/// Where a private cluster lives and how to drive it.
-#[derive(Clone)]
-pub struct Server {
-    dir: PathBuf,
-    bin: PathBuf,
-    pub port: u16,
-}
-
-/// A private PostgreSQL cluster (initdb + pg_ctl, run as the `postgres` user when we
-/// are root), stopped and removed on drop. Never the shared server: restarting that
-/// would break every other test running against it. Same approach as
-/// crates/revenant-postgres/tests/restart.rs.
-pub struct Cluster(pub Server);
-
-fn find_bin() -> Option<PathBuf> {
-    let on_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .find(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file())
-    });
-    if on_path.is_some() {
-        return on_path;
-    }
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .ok()?
-        .filter_map(|entry| entry.ok().map(|e| e.path().join("bin")))
-        .filter(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file())
-        .collect();
-    dirs.sort();
-    dirs.pop()
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
-}
-
-/// Runs a PostgreSQL binary, as the `postgres` user when we are root (initdb and the
-/// server refuse to run as root).
-fn run(bin: &Path, args: &[&str]) -> bool {
-    let mut command = if is_root() {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--"]).arg(bin);
-        c
-    } else {
-        Command::new(bin)
-    };
-    command
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-impl Cluster {
-    /// A started private cluster, or `None` when initdb/pg_ctl are missing or initdb
-    /// fails.
-    pub fn create() -> Option<Cluster> {
-        let bin = find_bin()?;
-        let dir = std::env::temp_dir().join(format!(
-            "revenant-torture-pg-{}-{}",
-            std::process::id(),
-            free_port()
-        ));
-        std::fs::create_dir_all(&dir).ok()?;
-        if is_root() {
-            Command::new("chown")
-                .args(["-R", "postgres"])
-                .arg(&dir)
-                .status()
-                .ok()?;
-        }
-        let data = dir.join("data");
-        let ok = run(
-            &bin.join("initdb"),
-            &[
-                "-D",
-                data.to_str()?,
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "--no-sync",
-            ],
-        );
-        if !ok {
-            let _ = std::fs::remove_dir_all(&dir);
-            return None;
-        }
-        let cluster = Cluster(Server {
-            dir,
-            bin,
-            port: free_port(),
-        });
-        assert!(cluster.0.start(), "the private cluster starts");
-        Some(cluster)
-    }
-}
-
-impl Server {
-    pub fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-
-    /// Starts the server and waits until it accepts connections (`pg_ctl -w`).
-    pub fn start(&self) -> bool {
-        let data = self.dir.join("data");
-        let log = self.dir.join("server.log");
-        let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
-            self.port,
-            self.dir.display()
-        );
-        run(
-            &self.bin.join("pg_ctl"),
-            &[
-                "-D",
-                data.to_str().unwrap_or_default(),
-                "-l",
-                log.to_str().unwrap_or_default(),
-                "-w",
-                "-o",
-                &options,
-                "start",
-            ],
-        )
-    }
-
-    /// Stops the server (`fast`: disconnect everyone, roll back, shut down cleanly).
-    pub fn stop(&self, mode: &str) -> bool {
-        let data = self.dir.join("data");
-        run(
-            &self.bin.join("pg_ctl"),
-            &[
-                "-D",
-                data.to_str().unwrap_or_default(),
-                "-m",
-                mode,
-                "-w",
-                "stop",
-            ],
-        )
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        self.0.stop("immediate");
-        let _ = std::fs::remove_dir_all(&self.0.dir);
-    }
-}
-
-/// A fleet scenario on a fresh schema: jobs enqueued (three attempts each, recorded in
-/// the driver's ledger) and a worker spec ready to spawn, at concurrency 10, with its
-/// ledger and logs in a temporary directory.
-pub struct Fleet {
-    /// Holds the ledger and logs; removed when the fleet is dropped.
-    pub dir: tempfile::TempDir,
-    /// Where every process writes its ledger.
-    pub ledger_dir: PathBuf,
-    /// The test's own connection to the queue.
-    pub store: std::sync::Arc<dyn revenant::Store>,
-    /// The workers to spawn; tests adjust it before spawning.
-    pub spec: WorkerSpec,
-}
-
-impl Fleet {
-    /// Enqueues `jobs` jobs on `queue` and prepares the workers that run `plan`.
-    pub async fn enqueue(db: &PgSchema, queue: &str, jobs: usize, plan: Plan) -> Fleet {
-        let dir = tempfile::tempdir().unwrap();
-        let ledger_dir = dir.path().join("ledger");
-        let driver = fleet::driver_ledger(&ledger_dir).unwrap();
-        let store = worker::connect(&db.url, Some(&db.schema), Some(POOL))
-            .await
-            .unwrap();
-        fleet::enqueue(store.as_ref(), queue, jobs, 1000, 3, Some(&driver))
-            .await
-            .unwrap();
-        let mut spec = WorkerSpec::new(WORKER_EXE, &db.url, queue);
-        spec.schema = Some(db.schema.clone());
-        spec.max_connections = Some(POOL);
-        spec.plan = plan;
-        spec.concurrency = 10;
-        spec.ledger_dir = Some(ledger_dir.clone());
-        spec.log_dir = dir.path().join("logs");
-        Fleet {
-            dir,
-            ledger_dir,
-            store,
-            spec,
-        }
     }
 }

@@ -324,6 +324,12 @@ impl Store for Observed {
     async fn queue_stats(&self, p: QueueStatsParams) -> Result<Vec<QueueStats>, StoreError> {
         self.inner.queue_stats(p).await
     }
+    async fn queue_history(
+        &self,
+        p: QueueHistoryParams,
+    ) -> Result<Vec<QueueHistoryPoint>, StoreError> {
+        self.inner.queue_history(p).await
+    }
     async fn worker_heartbeat(&self, p: WorkerHeartbeatParams) -> Result<(), StoreError> {
         self.inner.worker_heartbeat(p).await
     }
@@ -332,6 +338,33 @@ impl Store for Observed {
     }
     async fn worker_remove(&self, p: WorkerRemoveParams) -> Result<u64, StoreError> {
         self.inner.worker_remove(p).await
+    }
+    async fn dependency_acquire(
+        &self,
+        p: DependencyAcquireParams,
+    ) -> Result<DependencyAcquired, StoreError> {
+        self.inner.dependency_acquire(p).await
+    }
+    async fn dependency_report(
+        &self,
+        p: DependencyReportParams,
+    ) -> Result<revenant::dependency::DependencyState, StoreError> {
+        self.inner.dependency_report(p).await
+    }
+    async fn dependency_set(
+        &self,
+        p: DependencySetParams,
+    ) -> Result<revenant::dependency::DependencyState, StoreError> {
+        self.inner.dependency_set(p).await
+    }
+    async fn dependency_list(
+        &self,
+        p: DependencyListParams,
+    ) -> Result<Vec<revenant::dependency::DependencyState>, StoreError> {
+        self.inner.dependency_list(p).await
+    }
+    async fn dependency_sweep(&self, p: DependencySweepParams) -> Result<Vec<String>, StoreError> {
+        self.inner.dependency_sweep(p).await
     }
 }
 

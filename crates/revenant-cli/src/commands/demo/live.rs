@@ -21,6 +21,8 @@ pub struct Status {
     /// Provider requests per simulated second, averaged over the last simulated
     /// minute or so.
     pub requests_per_sec: f64,
+    /// The provider's breaker and the receipts parked on it, when it is protected.
+    pub breaker: Option<(revenant::dependency::BreakerState, i64)>,
 }
 
 /// Where and how the status is drawn.
@@ -100,8 +102,15 @@ pub fn story_clock(sim_secs: f64) -> String {
 }
 
 fn line(s: &Status) -> String {
+    let breaker = match s.breaker {
+        Some((state, parked)) => format!(
+            "  breaker {:<9} parked {parked:>6}",
+            state.as_str().replace('_', "-")
+        ),
+        None => String::new(),
+    };
     format!(
-        "{}  provider {:<4}  enqueued {:>6}  delivered {:>6}  retrying {:>6}  dead {:>3}  provider {:>5.1} req/s",
+        "{}  provider {:<4}  enqueued {:>6}  delivered {:>6}  retrying {:>6}  dead {:>3}  provider {:>5.1} req/s{breaker}",
         story_clock(s.sim_secs),
         if s.provider_down { "DOWN" } else { "up" },
         s.enqueued,

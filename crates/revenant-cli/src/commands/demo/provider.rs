@@ -1,7 +1,14 @@
 //! The fake email provider: an HTTP server on loopback that plays the story's
-//! provider. It answers 503 while the scenario's outage lasts (in simulated time), 422
-//! for the one restaurant whose name its template cannot render (until the template
-//! is "fixed"), and 200 otherwise.
+//! provider. It answers 503 while the scenario's outage lasts (in simulated time), 503
+//! to requests over its rate limit (50 a second in the story), 422 for the one
+//! restaurant whose name its template cannot render (until the template is "fixed"),
+//! and 200 otherwise.
+//!
+//! Its rate limit is a token bucket, as most APIs enforce "N requests a second": N
+//! tokens a second, at most a second's worth saved up ([`BURST_SECONDS`]). A
+//! stampede is refused; the few milliseconds by which a busy machine bunches evenly
+//! paced requests (up to a simulated half second at 30x) are not. The summary reports the
+//! raw count of every simulated second beside it.
 //!
 //! It is also the demo's witness: it counts every request per simulated second (fresh
 //! or retry, from the `X-Revenant-Attempt` header the `http` kind sends), drops
@@ -22,7 +29,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
-use tokio::task::JoinHandle;
 
 use super::scenario::{Scenario, SimClock};
 
@@ -51,6 +57,43 @@ pub struct SecondCounts {
     pub retries: u64,
     /// Deliveries accepted.
     pub accepted: u64,
+    /// Requests the worker sent in this second (by their `X-Demo-Sent-At`), however
+    /// late they reached the provider.
+    pub sent: u64,
+}
+
+/// How much of its rate the provider's limit lets pile up, in seconds of it: with
+/// 50 a second, up to 50 at once after a quiet second, 50 a second after that.
+pub const BURST_SECONDS: f64 = 1.0;
+
+/// The provider's rate limit: a token bucket in simulated time.
+#[derive(Debug, Default, Clone)]
+pub struct Bucket {
+    tokens: f64,
+    at: Option<f64>,
+}
+
+impl Bucket {
+    /// Takes a token for a request at `at` (simulated seconds); false when none is
+    /// left. Starts full. No limit: always true.
+    fn take(&mut self, limit: Option<f64>, at: f64) -> bool {
+        let Some(limit) = limit else {
+            return true;
+        };
+        let capacity = (limit * BURST_SECONDS).max(1.0);
+        let tokens = match self.at {
+            None => capacity,
+            Some(last) => (self.tokens + (at - last).max(0.0) * limit).min(capacity),
+        };
+        self.at = Some(at);
+        if tokens >= 1.0 {
+            self.tokens = tokens - 1.0;
+            true
+        } else {
+            self.tokens = tokens;
+            false
+        }
+    }
 }
 
 /// Everything the provider counted.
@@ -60,6 +103,11 @@ pub struct Ledger {
     pub seconds: Vec<SecondCounts>,
     /// Accepted deliveries per receipt number.
     pub accepted: HashMap<u64, u32>,
+    /// When each receipt was first accepted (simulated seconds).
+    pub accepted_at: HashMap<u64, f64>,
+    /// Requests refused by the provider's rate limit.
+    pub over_limit: u64,
+    bucket: Bucket,
     /// Requests per receipt number (every answer).
     pub requests: HashMap<u64, u32>,
     /// Idempotency keys of accepted deliveries.
@@ -107,6 +155,7 @@ impl Ledger {
 struct Shared {
     clock: SimClock,
     outage: (f64, f64),
+    limit: Option<f64>,
     template_fixed: AtomicBool,
     ledger: Mutex<Ledger>,
 }
@@ -115,7 +164,8 @@ struct Shared {
 pub struct Provider {
     shared: Arc<Shared>,
     addr: SocketAddr,
-    task: JoinHandle<()>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Provider {
@@ -124,18 +174,45 @@ impl Provider {
         let shared = Arc::new(Shared {
             clock,
             outage: (scenario.outage_start_secs, scenario.outage_end_secs()),
+            limit: scenario.provider_limit,
             template_fixed: AtomicBool::new(false),
             ledger: Mutex::new(Ledger::default()),
         });
         let app = Router::new()
             .route("/v1/receipts", post(send))
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        // The provider runs on its own thread with its own runtime, as a service of
+        // its own would: what it counts per simulated second is when requests reach
+        // it, and a worker task that hogs the demo's runtime for a few milliseconds
+        // (60x makes that a tenth of a simulated second) must not hold requests back
+        // and hand them over in one burst.
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+        listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        Ok(Provider { shared, addr, task })
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let thread = std::thread::Builder::new()
+            .name("demo-provider".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                        return;
+                    };
+                    let _ = axum::serve(listener, app)
+                        .with_graceful_shutdown(async {
+                            let _ = stopped.await;
+                        })
+                        .await;
+                });
+            })?;
+        Ok(Provider {
+            shared,
+            addr,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
     }
 
     /// The URL receipts are posted to.
@@ -168,7 +245,12 @@ impl Provider {
 
 impl Drop for Provider {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        // Not joined: a keep-alive connection could hold the graceful shutdown; the
+        // thread ends with it, or with the process.
+        drop(self.thread.take());
     }
 }
 
@@ -188,10 +270,18 @@ async fn send(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
 
+    let sent_at: Option<f64> = headers
+        .get(super::stamped::SENT_AT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok());
+
     let mut ledger = shared
         .ledger
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(sent_at) = sent_at {
+        ledger.second(sent_at).sent += 1;
+    }
     let second = ledger.second(at);
     if attempt <= 1 {
         second.fresh += 1;
@@ -205,6 +295,14 @@ async fn send(
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             "503 service unavailable: mail relay overloaded".to_string(),
+        );
+    }
+    if !ledger.bucket.take(shared.limit, at) {
+        ledger.over_limit += 1;
+        ledger.answered_503 += 1;
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "503 service unavailable: over the rate limit".to_string(),
         );
     }
     if receipt.restaurant == POISON_RESTAURANT && !shared.template_fixed.load(Ordering::SeqCst) {
@@ -230,6 +328,7 @@ async fn send(
         return (StatusCode::OK, "duplicate: already delivered".to_string());
     }
     *ledger.accepted.entry(receipt.receipt).or_default() += 1;
+    ledger.accepted_at.entry(receipt.receipt).or_insert(at);
     ledger.second(at).accepted += 1;
     if attempt > 1 {
         let last = ledger.last_retry_accepted_at.get_or_insert(at);

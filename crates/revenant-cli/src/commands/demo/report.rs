@@ -46,8 +46,11 @@ pub struct Measured {
     pub outage_peak_rps: u64,
     /// Mean requests per simulated second while it was down.
     pub outage_mean_rps: f64,
-    /// The most requests in one simulated second after it came back.
+    /// The most requests in one simulated second after it came back, as they reached
+    /// the provider.
     pub recovery_peak_rps: u64,
+    /// The same, by the second the worker sent them in.
+    pub recovery_peak_sent_rps: u64,
     /// From the provider's recovery to the last delivery of a retried receipt,
     /// simulated seconds.
     pub drain_secs: f64,
@@ -55,6 +58,18 @@ pub struct Measured {
     pub max_attempts_used: u32,
     /// Duplicate deliveries the provider dropped by `Idempotency-Key`.
     pub duplicates_dropped: u64,
+    /// Requests the provider received while it was down.
+    pub outage_requests: u64,
+    /// Requests it refused for being over its limit in their simulated second.
+    pub over_limit: u64,
+    /// Receipts that arrived before the provider came back and were not delivered
+    /// by then (the poison receipt left out): the backlog the recovery drains.
+    pub backlog_at_recovery: u64,
+    /// From recovery until the last of that backlog was delivered, simulated seconds.
+    pub backlog_drain_secs: f64,
+    /// What the backlog should drain within: its size over the provider's limit,
+    /// plus a minute. `None` without a limit.
+    pub backlog_drain_bound_secs: Option<f64>,
 }
 
 /// Per simulated second: what the provider saw and how many jobs waited.
@@ -109,6 +124,16 @@ pub fn measure(
     let (start, end) = (scenario.outage_start_secs, scenario.outage_end_secs());
     let outage = window(seconds, start, end);
     let recovery = window(seconds, end, seconds.len() as f64);
+    // The backlog at recovery, as the simulator counts it: receipts that arrived
+    // before the end of the outage and were not delivered by then.
+    let backlog: Vec<u64> = (0..scenario.receipts)
+        .filter(|&k| k != poison_receipt && scenario.arrival_secs(k) < end)
+        .filter(|k| ledger.accepted_at.get(k).is_none_or(|&at| at >= end))
+        .collect();
+    let backlog_drained_at = backlog
+        .iter()
+        .map(|k| ledger.accepted_at.get(k).copied().unwrap_or(f64::INFINITY))
+        .fold(end, f64::max);
     Measured {
         receipts: scenario.receipts,
         delivered: ledger.delivered(),
@@ -124,11 +149,25 @@ pub fn measure(
         outage_peak_rps: outage.peak,
         outage_mean_rps: outage.requests as f64 / (end.ceil() - start.floor()).max(1.0),
         recovery_peak_rps: recovery.peak,
+        recovery_peak_sent_rps: ledger
+            .seconds
+            .iter()
+            .skip(end.floor() as usize)
+            .map(|c| c.sent)
+            .max()
+            .unwrap_or(0),
         drain_secs: ledger
             .last_retry_accepted_at
             .map_or(0.0, |at| (at - end).max(0.0)),
         max_attempts_used: ledger.requests.values().copied().max().unwrap_or(0),
         duplicates_dropped: ledger.duplicates,
+        outage_requests: outage.requests,
+        over_limit: ledger.over_limit,
+        backlog_at_recovery: backlog.len() as u64,
+        backlog_drain_secs: backlog_drained_at - end,
+        backlog_drain_bound_secs: scenario
+            .provider_limit
+            .map(|limit| backlog.len() as f64 / limit + 60.0),
     }
 }
 
@@ -158,7 +197,11 @@ fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
-fn secs(s: f64) -> String {
+/// Seconds as `1h2m3s`, rounded; `never` for infinity.
+pub fn secs(s: f64) -> String {
+    if !s.is_finite() {
+        return "never".to_string();
+    }
     duration::format(Duration::from_secs(s.max(0.0).round() as u64))
 }
 
@@ -220,9 +263,34 @@ pub fn table(scenario: &Scenario, m: &Measured, sim: &Report) -> String {
             sim.recovery.peak_rps.to_string(),
         ),
         (
+            "  as the worker sent them",
+            m.recovery_peak_sent_rps.to_string(),
+            sim.recovery.peak_rps.to_string(),
+        ),
+        (
             "time to drain after recovery",
             secs(m.drain_secs),
             secs(sim.drain_secs),
+        ),
+        (
+            "backlog at recovery (receipts)",
+            m.backlog_at_recovery.to_string(),
+            sim.backlog_at_recovery.to_string(),
+        ),
+        (
+            "backlog delivered after recovery",
+            secs(m.backlog_drain_secs),
+            secs(sim.backlog_drain_secs),
+        ),
+        (
+            "  bound: backlog / limit + 1 minute",
+            m.backlog_drain_bound_secs.map_or("-".to_string(), secs),
+            sim.backlog_drain_bound_secs.map_or("-".to_string(), secs),
+        ),
+        (
+            "requests refused over the provider's limit",
+            m.over_limit.to_string(),
+            sim.over_capacity.to_string(),
         ),
         (
             "most attempts by one receipt",
@@ -263,9 +331,14 @@ pub fn write_chart(
     let p = &scenario.policy;
     let b = p.backoff();
     let subtitle = format!(
-        "measured on SQLite, {}; {} receipts/s; {} attempts, {} x{} capped at {}, jitter {}; {:.1} requests per fresh receipt while down; {} dead; drained {} after recovery",
+        "measured on SQLite, {}; {} receipts/s; {}; {} attempts, {} x{} capped at {}, jitter {}; {:.2} requests per fresh receipt while down; {} dead; drained {} after recovery",
         scenario.scale_text(),
         scenario.rate,
+        if scenario.protection.is_some() {
+            "breaker on"
+        } else {
+            "no breaker"
+        },
         p.max_attempts(),
         duration::format(b.base),
         b.multiplier,

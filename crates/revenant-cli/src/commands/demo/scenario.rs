@@ -6,9 +6,16 @@
 //! in real time, `scale` times faster. The policy given to the worker is revenant's
 //! default with every duration divided by the scale, so a job's retry schedule, in
 //! simulated time, is the default policy's exactly.
+//!
+//! The provider's protection maps the same way ([`DependencyPolicy::time_scaled`]):
+//! windows, cool-downs and waits are divided by the scale, rates multiplied by it, so
+//! 50 requests per simulated second is 3,000 per real second at 60x. Counts (the
+//! breaker's minimum answers, the burst) do not change.
 
 use std::time::{Duration, Instant};
 
+use revenant::dependency::DependencyPolicy;
+use revenant::runtime::DependencyConfig;
 use revenant::{Backoff, InputError, RetryPolicy};
 use revenant_sim::SimConfig;
 use serde::Serialize;
@@ -23,6 +30,21 @@ pub const ARRIVALS_AFTER_OUTAGE: Duration = Duration::from_secs(5 * 60);
 /// The poison receipt's number: it arrives before the outage, so its 422 comes at
 /// once (a 503 would hide it behind retries).
 pub const POISON_RECEIPT: u64 = 30;
+
+/// The dependency key the receipts name (the `http` kind's `dependency` field).
+pub const DEPENDENCY: &str = "email-provider";
+
+/// The worker's rate limit as a share of what the provider allows. The worker paces
+/// its sends exactly, but they reach the provider a millisecond or two apart from
+/// when they were sent (timers, the HTTP stack, a busy machine), and at 60x a
+/// millisecond is 6% of a simulated second: a little headroom keeps every simulated
+/// second at or under the provider's limit as the provider counts it. Production
+/// does the same for network jitter.
+pub const RATE_LIMIT_SHARE: f64 = 0.94;
+
+/// The report interval of the demo's worker, in real time: the default 200 ms is
+/// 12 simulated seconds at 60x, longer than the breaker's window; 20 ms is 1.2.
+const REPORT_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Maps real time to simulated time: `scale` simulated seconds per real second, from
 /// the demo's start.
@@ -65,10 +87,16 @@ pub struct Scenario {
     /// The retry policy, in simulated time (what the story is about).
     #[serde(skip)]
     pub policy: RetryPolicy,
+    /// Requests per simulated second the provider allows; it refuses the rest of each
+    /// second with a 503. `None`: no limit.
+    pub provider_limit: Option<f64>,
+    /// The provider's protection in simulated time; `None` with `--no-breaker`.
+    pub protection: Option<DependencyPolicy>,
 }
 
 impl Scenario {
     /// The scenario for these flags; refuses a scale, rate or outage that cannot run.
+    /// No provider limit and no protection: see [`Scenario::protected`].
     pub fn new(scale: f64, rate: f64, outage: Duration) -> Result<Self, InputError> {
         if !(scale.is_finite() && (1.0..=600.0).contains(&scale)) {
             return Err(InputError::new(
@@ -99,6 +127,45 @@ impl Scenario {
             arrivals_for_secs: arrivals_for.as_secs_f64(),
             receipts,
             policy: RetryPolicy::default(),
+            provider_limit: None,
+            protection: None,
+        })
+    }
+
+    /// With a provider that allows `limit` requests per simulated second (`None`: no
+    /// limit) and this protection (`None`: none). Without a rate limit of its own,
+    /// the protection gets [`RATE_LIMIT_SHARE`] of the provider's limit.
+    pub fn protected(
+        mut self,
+        limit: Option<f64>,
+        protection: Option<DependencyPolicy>,
+    ) -> Result<Self, InputError> {
+        if let Some(limit) = limit {
+            if !(limit.is_finite() && limit >= 1.0) {
+                return Err(InputError::new(
+                    "provider-limit",
+                    format!("{limit} requests/s is out of range; use 1 or more, or 0 for none"),
+                ));
+            }
+        }
+        self.provider_limit = limit;
+        self.protection = protection.map(|mut policy| {
+            if policy.rate_limit.is_none() {
+                policy.rate_limit = limit.map(|limit| {
+                    revenant::dependency::RateLimit::per_second(limit * RATE_LIMIT_SHARE)
+                });
+            }
+            policy
+        });
+        Ok(self)
+    }
+
+    /// What the worker protects the provider with, in real time.
+    pub fn real_dependencies(&self) -> Option<DependencyConfig> {
+        let policy = self.protection.as_ref()?.time_scaled(self.scale);
+        Some(DependencyConfig {
+            policies: revenant::dependency::DependencyPolicies::new(policy),
+            report_interval: REPORT_INTERVAL,
         })
     }
 
@@ -140,7 +207,12 @@ impl Scenario {
         config.arrivals.duration = Some(Duration::from_secs_f64(self.arrivals_for_secs));
         config.provider.outage_start = Duration::from_secs_f64(self.outage_start_secs);
         config.provider.outage_length = Duration::from_secs_f64(self.outage_secs);
+        config.provider.capacity = self.provider_limit;
         config.policy = self.policy;
+        config.dependency = self
+            .protection
+            .clone()
+            .unwrap_or_else(DependencyPolicy::off);
         config.validate()?;
         Ok(config)
     }
@@ -191,6 +263,31 @@ mod tests {
             scenario.scale_text(),
             "1 real second = 1 simulated minute (60x)"
         );
+    }
+
+    #[test]
+    fn the_protection_runs_in_real_time_and_the_simulator_gets_it_in_simulated_time() {
+        let scenario = Scenario::new(60.0, 11.0, Duration::from_secs(1800))
+            .unwrap()
+            .protected(Some(50.0), Some(DependencyPolicy::default()))
+            .unwrap();
+        let sim = scenario.sim_config().unwrap();
+        assert_eq!(sim.provider.capacity, Some(50.0));
+        let rate = sim.dependency.rate_limit.unwrap();
+        assert_eq!(rate.per_second, 50.0 * RATE_LIMIT_SHARE);
+        let real = scenario.real_dependencies().unwrap();
+        let real_rate = real.policies.default.rate_limit.unwrap();
+        assert!((real_rate.per_second - 50.0 * RATE_LIMIT_SHARE * 60.0).abs() < 1e-6);
+        assert_eq!(
+            real.policies.default.breaker.unwrap().cooldown,
+            Duration::from_secs_f64(5.0 / 60.0)
+        );
+        let bare = Scenario::new(60.0, 11.0, Duration::from_secs(1800))
+            .unwrap()
+            .protected(Some(50.0), None)
+            .unwrap();
+        assert!(bare.real_dependencies().is_none());
+        assert!(bare.sim_config().unwrap().dependency.is_off());
     }
 
     #[test]

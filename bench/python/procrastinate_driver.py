@@ -1,0 +1,219 @@
+"""procrastinate's driver in the benchmark harness: one task, one JSON line (see
+../README.md).
+
+The worker runs `concurrency` jobs at once with LISTEN/NOTIFY wake-ups (procrastinate's
+defaults otherwise). Retries: `RetryStrategy(max_attempts=max_attempts - 1, wait=0)`,
+procrastinate counting retries after the first attempt; its waits are whole seconds,
+and 0 is the nearest to the 10 ms the other systems use.
+"""
+
+import asyncio
+import json
+import sys
+import time
+
+import procrastinate
+
+M = (1 << 64) - 1
+
+
+def splitmix(x):
+    z = (x + 0x9E3779B97F4A7C15) & M
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
+    return z ^ (z >> 31)
+
+
+def is_poison(t, i):
+    return t["poison_every"] > 0 and i % t["poison_every"] == 0
+
+
+def attempt_fails(t, i, attempt):
+    """Poison jobs fail every attempt; the others in fail_percent of attempts, never on
+    the last allowed one (the same pattern as every other driver)."""
+    if is_poison(t, i):
+        return True
+    if attempt >= t["max_attempts"]:
+        return False
+    return splitmix((i * 31 + attempt) & M) % 100 < t["fail_percent"]
+
+
+def now_ms():
+    return time.perf_counter() * 1000.0
+
+
+class Progress:
+    def __init__(self, total):
+        self.total, self.last = total, 0.0
+
+    def tick(self, done):
+        t = now_ms()
+        if t - self.last >= 250:
+            self.last = t
+            print(f"@progress {done} {self.total}", file=sys.stderr, flush=True)
+
+
+def percentile(s, p):
+    if not s:
+        return 0.0
+    rank = -(-p * len(s) // 100)
+    return s[min(max(int(rank), 1), len(s)) - 1]
+
+
+def main():
+    t = {"queue": "bench", "jobs": 0, "batch": 1, "concurrency": 1, "fail_percent": 0,
+         "poison_every": 0, "max_attempts": 5, "rates": [], "seconds": 0.0}
+    t.update(json.loads(sys.argv[1]))
+    figures = asyncio.run(run(t))
+    print(json.dumps(figures), flush=True)
+
+
+async def run(t):
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=t["url"]))
+    state = {"tries": {}, "attempts": 0, "samples": [], "failures": t["task"] == "failures"}
+
+    @app.task(name="noop", queue=t["queue"], pass_context=False,
+              retry=procrastinate.RetryStrategy(max_attempts=t["max_attempts"] - 1, wait=0))
+    async def noop(i=0, at=0.0):
+        if t["task"] == "latency":
+            state["samples"].append(now_ms() - at)
+            return
+        state["attempts"] += 1
+        if state["failures"]:
+            n = state["tries"].get(i, 0) + 1
+            state["tries"][i] = n
+            if attempt_fails(t, i, n):
+                raise RuntimeError("planned transient failure")
+
+    async with app.open_async():
+        async with app.connector.pool.connection() as conn:
+            row = await (await conn.execute("SELECT to_regclass('procrastinate_jobs')")).fetchone()
+        if row[0] is None:
+            await app.schema_manager.apply_schema_async()
+        task = t["task"]
+        if task == "enqueue":
+            return await enqueue(t, noop, lambda i: {})
+        if task in ("drain", "failures"):
+            return await drain(t, app, noop, state)
+        if task == "latency":
+            return await latency(t, app, noop, state)
+        raise SystemExit(f"unknown task {task}")
+
+
+async def enqueue_jobs(t, noop, payload):
+    progress, deadline = Progress(t["jobs"]), now_ms() + t["time_limit"] * 1000
+    done = 0
+    while done < t["jobs"] and now_ms() < deadline:
+        n = min(max(t["batch"], 1), t["jobs"] - done)
+        if n == 1:
+            await noop.defer_async(**payload(done))
+        else:
+            await noop.batch_defer_async(*[payload(i) for i in range(done, done + n)])
+        done += n
+        progress.tick(done)
+    return done
+
+
+async def enqueue(t, noop, payload):
+    started = now_ms()
+    done = await enqueue_jobs(t, noop, payload)
+    seconds = (now_ms() - started) / 1000
+    return {"enqueued": done, "seconds": seconds, "per_sec": done / seconds,
+            "partial": done < t["jobs"]}
+
+
+async def counts(app, t):
+    async with app.connector.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FILTER (WHERE status = 'succeeded'),"
+            "       count(*) FILTER (WHERE status = 'failed')"
+            " FROM procrastinate_jobs WHERE queue_name = %s", (t["queue"],))
+        done, dead = await cur.fetchone()
+    return done, dead
+
+
+def start_worker(t, app):
+    return asyncio.create_task(app.run_worker_async(
+        queues=[t["queue"]], concurrency=t["concurrency"], wait=True,
+        install_signal_handlers=False, delete_jobs="never", shutdown_graceful_timeout=5))
+
+
+async def stop_worker(worker):
+    worker.cancel()
+    try:
+        await asyncio.wait_for(worker, 10)
+    except (asyncio.CancelledError, asyncio.TimeoutError):
+        pass
+
+
+async def drain(t, app, noop, state):
+    if state["failures"]:
+        await enqueue_jobs(t, noop, lambda i: {"i": i})
+    progress, deadline = Progress(t["jobs"]), now_ms() + t["time_limit"] * 1000
+    started_at, started = time.time(), now_ms()
+    worker = start_worker(t, app)
+    while True:
+        done, dead = await counts(app, t)
+        progress.tick(done + dead)
+        if done + dead >= t["jobs"] or now_ms() >= deadline:
+            break
+        await asyncio.sleep(0.05)
+    seconds = (now_ms() - started) / 1000
+    figures = {"completed": done, "dead": dead, "seconds": seconds, "per_sec": done / seconds,
+               "started_at": started_at, "ended_at": time.time(),
+               "partial": done + dead < t["jobs"]}
+    await stop_worker(worker)
+    if state["failures"]:
+        async with app.connector.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT (args->>'i')::int FROM procrastinate_jobs"
+                " WHERE queue_name = %s AND status = 'failed'", (t["queue"],))
+            dead_is = [r[0] for r in await cur.fetchall()]
+        expected = sum(1 for i in range(t["jobs"]) if is_poison(t, i))
+        figures.update({
+            "expected_dead": expected,
+            "dead_are_exactly_the_poison_jobs":
+                len(dead_is) == expected and all(is_poison(t, i) for i in dead_is),
+            "attempts": state["attempts"],
+        })
+    return figures
+
+
+async def latency(t, app, noop, state):
+    samples = state["samples"]
+    worker = start_worker(t, app)
+    await asyncio.sleep(0.5)
+    deadline = now_ms() + t["time_limit"] * 1000
+    total = sum(round(r * t["seconds"]) for r in t["rates"])
+    progress, out, expected = Progress(total), [], 0
+    for rate in t["rates"]:
+        n = round(rate * t["seconds"])
+        first = expected
+        expected += n
+        start = now_ms()
+        pending = []
+        for k in range(n):
+            at = start + k * 1000.0 / rate
+            if at >= deadline:
+                break
+            wait = at - now_ms()
+            if wait > 0:
+                await asyncio.sleep(wait / 1000)
+            pending.append(asyncio.create_task(noop.defer_async(at=now_ms())))
+            progress.tick(len(samples))
+        arrivals = (now_ms() - start) / 1000
+        await asyncio.gather(*pending)
+        while len(samples) < expected and now_ms() < deadline:
+            progress.tick(len(samples))
+            await asyncio.sleep(0.01)
+        s = sorted(samples[first:])
+        out.append({"rate": rate, "jobs": n, "started": len(s),
+                    "achieved_rate": n / max(arrivals, 1e-9),
+                    "p50_ms": percentile(s, 50), "p99_ms": percentile(s, 99),
+                    "max_ms": s[-1] if s else 0.0})
+    await stop_worker(worker)
+    return {"rates": out}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,446 @@
+//! What a worker protects a dependency with: a circuit breaker, a rate limit and a
+//! retry budget, each optional, with the defaults and the reasons for them.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::InputError;
+
+/// How one dependency is protected. [`Default`] is a breaker and a retry budget with
+/// their defaults and no rate limit (a provider's capacity is not something we can
+/// guess); [`DependencyPolicy::off`] protects nothing.
+///
+/// Every worker should be given the same policy for a key: the state is shared
+/// through the store, and each call carries the caller's policy, so two workers with
+/// different thresholds would each apply their own to the one shared state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DependencyPolicy {
+    /// The circuit breaker. Default on, with [`BreakerPolicy::default`].
+    pub breaker: Option<BreakerPolicy>,
+    /// The rate limit, shared by every worker. Default none.
+    pub rate_limit: Option<RateLimit>,
+    /// The retry budget, shared by every worker. Default on, with
+    /// [`RetryBudget::default`].
+    pub retry_budget: Option<RetryBudget>,
+}
+
+impl Default for DependencyPolicy {
+    fn default() -> Self {
+        DependencyPolicy {
+            breaker: Some(BreakerPolicy::default()),
+            rate_limit: None,
+            retry_budget: Some(RetryBudget::default()),
+        }
+    }
+}
+
+impl DependencyPolicy {
+    /// No breaker, no rate limit, no budget: what a worker did before dependencies
+    /// existed (`--no-breaker`).
+    pub fn off() -> Self {
+        DependencyPolicy {
+            breaker: None,
+            rate_limit: None,
+            retry_budget: None,
+        }
+    }
+
+    /// Whether anything is protected.
+    pub fn is_off(&self) -> bool {
+        self.breaker.is_none() && self.rate_limit.is_none() && self.retry_budget.is_none()
+    }
+
+    /// Sets the rate limit.
+    pub fn with_rate_limit(mut self, rate_limit: RateLimit) -> Self {
+        self.rate_limit = Some(rate_limit);
+        self
+    }
+
+    /// Refuses settings that cannot work, naming the field.
+    pub fn validate(&self) -> Result<(), InputError> {
+        if let Some(breaker) = &self.breaker {
+            breaker.validate()?;
+        }
+        if let Some(rate) = &self.rate_limit {
+            rate.validate()?;
+        }
+        if let Some(budget) = &self.retry_budget {
+            budget.validate()?;
+        }
+        Ok(())
+    }
+
+    /// The same policy with every duration divided by `factor` and every rate
+    /// multiplied by it: what `revenant demo` runs when one real second plays
+    /// `factor` simulated ones. Counts (burst, minimum requests) are unchanged, and so
+    /// is the rate limit's `max_wait` (see the comment inside).
+    pub fn time_scaled(&self, factor: f64) -> DependencyPolicy {
+        let shrink = |d: Duration| Duration::from_secs_f64(d.as_secs_f64() / factor);
+        DependencyPolicy {
+            breaker: self.breaker.map(|b| BreakerPolicy {
+                window: shrink(b.window),
+                cooldown: shrink(b.cooldown),
+                max_cooldown: shrink(b.max_cooldown),
+                park_for: shrink(b.park_for),
+                ..b
+            }),
+            // max_wait is how long a worker slot may sit idle waiting for a turn: a
+            // real-time cost of the worker, not a duration of the story, so it stays.
+            rate_limit: self.rate_limit.map(|r| RateLimit {
+                per_second: r.per_second * factor,
+                ..r
+            }),
+            retry_budget: self.retry_budget.map(|b| RetryBudget {
+                window: shrink(b.window),
+                ..b
+            }),
+        }
+    }
+}
+
+/// The circuit breaker: closed (requests go through), open (none go; jobs wait
+/// without spending attempts), half-open (one probe at a time).
+///
+/// | field | default | why |
+/// | --- | --- | --- |
+/// | `failure_threshold` | 0.5 | half the answers failing is not a bad day, it is an outage |
+/// | `window` | 10 s | long enough to see a pattern, short enough to trip within seconds |
+/// | `min_requests` | 10 | two failures out of three requests should not trip anything |
+/// | `cooldown` | 5 s | the first probe comes soon: most blips are short |
+/// | `max_cooldown` | 15 s | each failed probe doubles the cool-down up to this: four probes a minute during a long outage (nothing next to the traffic it holds back), and the provider's recovery is seen within 15 s, so the backlog starts draining at once |
+/// | `park_for` | 1 h | a safety net: a job parked by an open breaker is looked at again after this long even if nothing closes the breaker (a worker without the breaker, a lost row) |
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BreakerPolicy {
+    /// The share of transient failures (0 to 1) among the answers in the window at
+    /// which the breaker opens. Permanent failures are not counted at all: they say
+    /// something about the job, not about the dependency.
+    pub failure_threshold: f64,
+    /// The sliding window the share is measured over.
+    #[serde(with = "crate::backoff::duration_str")]
+    pub window: Duration,
+    /// The breaker does not open on fewer answers than this in the window.
+    pub min_requests: u32,
+    /// How long the breaker stays open before the first probe.
+    #[serde(with = "crate::backoff::duration_str")]
+    pub cooldown: Duration,
+    /// The longest cool-down; each failed probe doubles it up to this.
+    #[serde(with = "crate::backoff::duration_str")]
+    pub max_cooldown: Duration,
+    /// How long a parked job waits before it is looked at again even if the breaker
+    /// has not closed (it is parked again if it is still open).
+    #[serde(with = "crate::backoff::duration_str")]
+    pub park_for: Duration,
+}
+
+impl Default for BreakerPolicy {
+    fn default() -> Self {
+        BreakerPolicy {
+            failure_threshold: 0.5,
+            window: Duration::from_secs(10),
+            min_requests: 10,
+            cooldown: Duration::from_secs(5),
+            max_cooldown: Duration::from_secs(15),
+            park_for: Duration::from_secs(3600),
+        }
+    }
+}
+
+impl BreakerPolicy {
+    /// Refuses a threshold outside (0, 1], a zero window or cool-down, and a maximum
+    /// cool-down below the cool-down.
+    pub fn validate(&self) -> Result<(), InputError> {
+        let t = self.failure_threshold;
+        if !(t.is_finite() && t > 0.0 && t <= 1.0) {
+            return Err(InputError::new(
+                "breaker.failure_threshold",
+                format!("{t} is out of range; use a share above 0 and at most 1"),
+            ));
+        }
+        for (field, d) in [
+            ("breaker.window", self.window),
+            ("breaker.cooldown", self.cooldown),
+            ("breaker.park_for", self.park_for),
+        ] {
+            if d.is_zero() {
+                return Err(InputError::new(field, "must be above zero"));
+            }
+            if d > crate::NewJob::MAX_DELAY {
+                return Err(InputError::new(field, "must be at most 365 days"));
+            }
+        }
+        if self.max_cooldown < self.cooldown {
+            return Err(InputError::new(
+                "breaker.max_cooldown",
+                "must be at least the cool-down",
+            ));
+        }
+        if self.max_cooldown > crate::NewJob::MAX_DELAY {
+            return Err(InputError::new(
+                "breaker.max_cooldown",
+                "must be at most 365 days",
+            ));
+        }
+        if self.min_requests == 0 {
+            return Err(InputError::new(
+                "breaker.min_requests",
+                "must be at least 1: one failure alone would open the breaker",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A rate limit shared by every worker: at most `per_second` requests a second on
+/// average, `burst` at once. Requests are paced, not refused: a job over the limit
+/// waits for its turn, in the order it was claimed, without spending an attempt.
+///
+/// With `burst` 1 (the default) requests are spaced at least `1 / per_second` apart,
+/// so no whole second ever holds more than `per_second` of them (as the worker sends
+/// them; the network can still bunch them a little).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimit {
+    /// Requests a second.
+    pub per_second: f64,
+    /// Requests that may go at once after a quiet spell. Default 1.
+    #[serde(default = "one")]
+    pub burst: u32,
+    /// A job whose turn is at most this far away waits for it in its worker slot;
+    /// one further away goes back to the queue until its turn. Default 1 s.
+    #[serde(default = "one_second", with = "crate::backoff::duration_str")]
+    pub max_wait: Duration,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn one_second() -> Duration {
+    Duration::from_secs(1)
+}
+
+impl RateLimit {
+    /// `per_second` with a burst of 1 and the default `max_wait`.
+    pub fn per_second(per_second: f64) -> Self {
+        RateLimit {
+            per_second,
+            burst: 1,
+            max_wait: one_second(),
+        }
+    }
+
+    /// Sets the burst.
+    pub fn with_burst(mut self, burst: u32) -> Self {
+        self.burst = burst;
+        self
+    }
+
+    /// The gap between two requests, in microseconds (at least 1).
+    pub fn interval_us(&self) -> i64 {
+        ((1_000_000.0 / self.per_second).round() as i64).max(1)
+    }
+
+    /// Refuses a rate that is not positive or above a million a second, and a burst
+    /// of zero.
+    pub fn validate(&self) -> Result<(), InputError> {
+        let r = self.per_second;
+        if !(r.is_finite() && r > 0.0 && r <= 1_000_000.0) {
+            return Err(InputError::new(
+                "rate_limit.per_second",
+                format!("{r} is out of range; use above 0 and at most 1000000"),
+            ));
+        }
+        if self.burst == 0 || self.burst > 1_000_000 {
+            return Err(InputError::new("rate_limit.burst", "must be 1 to 1000000"));
+        }
+        if self.max_wait > Duration::from_secs(3600) {
+            return Err(InputError::new("rate_limit.max_wait", "must be at most 1h"));
+        }
+        Ok(())
+    }
+}
+
+/// The retry budget: retries may not be more than `ratio` of the first attempts sent
+/// over the window (or `min_retries` in the window, whichever is more, so a quiet
+/// dependency can still retry). A retry over budget waits its backoff again without
+/// spending an attempt.
+///
+/// | field | default | why |
+/// | --- | --- | --- |
+/// | `ratio` | 0.2 | Finagle's default: retries add at most a fifth to the load |
+/// | `min_retries` | 10 | per window: a dependency with little traffic can still retry |
+/// | `window` | 10 s | as the breaker's |
+///
+/// It works beside the breaker, not instead of it: while the breaker is open nothing
+/// is sent, fresh or retry, so nothing is counted. Jobs parked by an open breaker get
+/// their attempt back, so after recovery they are mostly first attempts; the few that
+/// did fail before the breaker opened are paced by the rate limit when they are
+/// released, not by the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetryBudget {
+    /// Retries per first attempt, 0 to 1 (0 allows only `min_retries`).
+    pub ratio: f64,
+    /// Retries the window allows whatever the ratio says.
+    pub min_retries: u32,
+    /// The sliding window the counts cover.
+    #[serde(with = "crate::backoff::duration_str")]
+    pub window: Duration,
+}
+
+impl Default for RetryBudget {
+    fn default() -> Self {
+        RetryBudget {
+            ratio: 0.2,
+            min_retries: 10,
+            window: Duration::from_secs(10),
+        }
+    }
+}
+
+impl RetryBudget {
+    /// Refuses a ratio outside 0..=1 and a zero window.
+    pub fn validate(&self) -> Result<(), InputError> {
+        if !(self.ratio.is_finite() && (0.0..=1.0).contains(&self.ratio)) {
+            return Err(InputError::new(
+                "retry_budget.ratio",
+                format!("{} is out of range; use 0 to 1", self.ratio),
+            ));
+        }
+        if self.window.is_zero() || self.window > crate::NewJob::MAX_DELAY {
+            return Err(InputError::new(
+                "retry_budget.window",
+                "must be above zero and at most 365 days",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The policies of a worker: one for every key, and overrides per key.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DependencyPolicies {
+    /// For any key without its own.
+    pub default: DependencyPolicy,
+    /// Per key.
+    pub keys: HashMap<String, DependencyPolicy>,
+}
+
+impl DependencyPolicies {
+    /// A set with this default and no overrides.
+    pub fn new(default: DependencyPolicy) -> Self {
+        DependencyPolicies {
+            default,
+            keys: HashMap::new(),
+        }
+    }
+
+    /// Sets one key's policy.
+    pub fn with_key(mut self, key: impl Into<String>, policy: DependencyPolicy) -> Self {
+        self.keys.insert(key.into(), policy);
+        self
+    }
+
+    /// The policy for `key`.
+    pub fn resolve(&self, key: &str) -> &DependencyPolicy {
+        self.keys.get(key).unwrap_or(&self.default)
+    }
+
+    /// Checks every policy and key.
+    pub fn validate(&self) -> Result<(), InputError> {
+        self.default.validate()?;
+        for (key, policy) in &self.keys {
+            crate::names::validate_key("dependency", key)?;
+            policy.validate()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_that_cannot_work_name_the_field() {
+        let field = |policy: DependencyPolicy| policy.validate().unwrap_err().field;
+        let breaker = |change: fn(&mut BreakerPolicy)| {
+            let mut b = BreakerPolicy::default();
+            change(&mut b);
+            DependencyPolicy {
+                breaker: Some(b),
+                ..DependencyPolicy::off()
+            }
+        };
+        assert_eq!(
+            field(breaker(|b| b.failure_threshold = 0.0)),
+            "breaker.failure_threshold"
+        );
+        assert_eq!(
+            field(breaker(|b| b.failure_threshold = 1.5)),
+            "breaker.failure_threshold"
+        );
+        assert_eq!(
+            field(breaker(|b| b.window = Duration::ZERO)),
+            "breaker.window"
+        );
+        assert_eq!(
+            field(breaker(|b| b.max_cooldown = Duration::from_secs(1))),
+            "breaker.max_cooldown"
+        );
+        assert_eq!(
+            field(breaker(|b| b.min_requests = 0)),
+            "breaker.min_requests"
+        );
+        assert_eq!(
+            field(DependencyPolicy::off().with_rate_limit(RateLimit::per_second(0.0))),
+            "rate_limit.per_second"
+        );
+        assert_eq!(
+            field(
+                DependencyPolicy::off().with_rate_limit(RateLimit::per_second(5.0).with_burst(0))
+            ),
+            "rate_limit.burst"
+        );
+        let budget = DependencyPolicy {
+            retry_budget: Some(RetryBudget {
+                ratio: 2.0,
+                ..RetryBudget::default()
+            }),
+            ..DependencyPolicy::off()
+        };
+        assert_eq!(field(budget), "retry_budget.ratio");
+        assert!(DependencyPolicy::default().validate().is_ok());
+        assert!(DependencyPolicy::off().is_off());
+    }
+
+    #[test]
+    fn a_time_scaled_policy_divides_durations_and_multiplies_rates() {
+        let policy = DependencyPolicy::default().with_rate_limit(RateLimit::per_second(50.0));
+        let fast = policy.time_scaled(60.0);
+        assert_eq!(fast.rate_limit.unwrap().per_second, 3000.0);
+        assert_eq!(fast.rate_limit.unwrap().burst, 1);
+        let breaker = fast.breaker.unwrap();
+        assert_eq!(breaker.window, Duration::from_secs_f64(10.0 / 60.0));
+        assert_eq!(breaker.min_requests, 10);
+        assert_eq!(fast.retry_budget.unwrap().ratio, 0.2);
+    }
+
+    #[test]
+    fn a_policy_reads_from_json_with_defaults_for_what_it_leaves_out() {
+        let policy: DependencyPolicy = serde_json::from_value(serde_json::json!({
+            "breaker": {"cooldown": "10s"},
+            "rate_limit": {"per_second": 50.0}
+        }))
+        .unwrap();
+        assert_eq!(policy.breaker.unwrap().cooldown, Duration::from_secs(10));
+        assert_eq!(policy.breaker.unwrap().failure_threshold, 0.5);
+        assert_eq!(policy.rate_limit.unwrap().burst, 1);
+        assert_eq!(policy.retry_budget, Some(RetryBudget::default()));
+    }
+}

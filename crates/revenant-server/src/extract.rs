@@ -1,0 +1,280 @@
+//! Extractors that answer bad input with [`ApiError`]s naming the field at fault,
+//! instead of axum's plain-text rejections.
+//!
+//! - [`JsonBody`]: `Content-Type: application/json` required, the body limit applied
+//!   (413 `payload_too_large`), syntax errors as `invalid_json`, and a value of the
+//!   wrong type, a missing field or an unknown field as `invalid_field` with its path
+//!   (`jobs[2].priority`).
+//! - [`OptionalJsonBody`]: the same, but an empty body is the type's default.
+//! - [`QueryParams`]: the query string, unknown parameters refused.
+//! - [`JobIdPath`] and [`QueuePath`]: the `{id}` and `{name}` of a route.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, RawPathParams, Request};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, StatusCode};
+use revenant::names;
+use serde::de::DeserializeOwned;
+
+use crate::error::{ApiError, ErrorCode};
+
+/// A JSON request body of type `T`. See the module docs.
+#[derive(Debug)]
+pub struct JsonBody<T>(pub T);
+
+/// A JSON request body that may be left out (an empty body is `T::default()`).
+#[derive(Debug)]
+pub struct OptionalJsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = read_body(request, state).await?;
+        if bytes.is_empty() {
+            return Err(ApiError::new(
+                ErrorCode::InvalidJson,
+                "the request body is empty; this route needs a JSON object",
+            ));
+        }
+        decode(&bytes).map(JsonBody)
+    }
+}
+
+impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = read_body(request, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJsonBody(T::default()));
+        }
+        decode(&bytes).map(OptionalJsonBody)
+    }
+}
+
+/// Reads the whole body under the router's limit, after checking the content type of
+/// a non-empty body.
+async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes, ApiError> {
+    let json = is_json(request.headers());
+    let declared_empty = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .is_some_and(|len| len.as_bytes() == b"0");
+    let bytes = Bytes::from_request(request, state)
+        .await
+        .map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(
+                    ErrorCode::PayloadTooLarge,
+                    "the request body is larger than this server's limit (--max-body)",
+                )
+            } else {
+                ApiError::new(
+                    ErrorCode::InvalidJson,
+                    format!("the request body could not be read: {rejection}"),
+                )
+            }
+        })?;
+    if !(json || declared_empty || bytes.is_empty()) {
+        return Err(ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            "send the body as JSON with the header `Content-Type: application/json`",
+        ));
+    }
+    Ok(bytes)
+}
+
+/// `application/json`, or any `application/*+json`, with or without parameters.
+fn is_json(headers: &HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+/// Decodes JSON, naming the path of the field at fault.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            ApiError::new(
+                ErrorCode::InvalidJson,
+                format!("the request body is not valid JSON: {inner}"),
+            )
+        } else {
+            data_error(&path, &inner.to_string())
+        }
+    })?;
+    deserializer.end().map_err(|err| {
+        ApiError::new(
+            ErrorCode::InvalidJson,
+            format!("the request body has more after its JSON value: {err}"),
+        )
+    })?;
+    Ok(value)
+}
+
+/// An `invalid_field` for a serde data error at `path` (`.` for the root). The path
+/// of a missing field is its parent's; serde names the field in backquotes, and that
+/// name completes the path. (An unknown field's path already ends with it.)
+fn data_error(path: &str, message: &str) -> ApiError {
+    // serde_json appends " at line L column C": the path says more to a client.
+    let message = message
+        .rsplit_once(" at line ")
+        .map_or(message, |(head, _)| head);
+    let named = message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split_once('`'))
+        .map(|(name, _)| name);
+    let field = match (path, named) {
+        ("." | "", Some(name)) => name.to_string(),
+        (path, Some(name)) => format!("{path}.{name}"),
+        ("." | "", None) => "body".to_string(),
+        (path, None) => path.to_string(),
+    };
+    ApiError::field(field, message)
+}
+
+/// The query string as `T`: each parameter named in errors, unknown ones refused
+/// (give `T` `#[serde(deny_unknown_fields)]`).
+#[derive(Debug)]
+pub struct QueryParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or_default();
+        let deserializer =
+            serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(deserializer)
+            .map(QueryParams)
+            .map_err(|err| {
+                let path = err.path().to_string();
+                data_error(&path, &err.into_inner().to_string())
+            })
+    }
+}
+
+/// The `{id}` of a job route: a positive integer.
+#[derive(Debug, Clone, Copy)]
+pub struct JobIdPath(pub i64);
+
+impl<S: Send + Sync> FromRequestParts<S> for JobIdPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let text = path_param(parts, state, "id").await?;
+        match text.parse::<i64>() {
+            Ok(id) if id >= 1 => Ok(JobIdPath(id)),
+            _ => Err(ApiError::field(
+                "id",
+                format!("{text:?} is not a job id (a positive whole number)"),
+            )),
+        }
+    }
+}
+
+/// The `{name}` of a queue route: a valid queue name.
+#[derive(Debug, Clone)]
+pub struct QueuePath(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for QueuePath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let name = path_param(parts, state, "name").await?;
+        names::validate_name("name", &name)?;
+        Ok(QueuePath(name))
+    }
+}
+
+async fn path_param<S: Send + Sync>(
+    parts: &mut Parts,
+    state: &S,
+    key: &'static str,
+) -> Result<String, ApiError> {
+    let params = RawPathParams::from_request_parts(parts, state)
+        .await
+        .map_err(|rejection| ApiError::field(key, rejection.body_text()))?;
+    params
+        .iter()
+        .find(|(name, _)| *name == key)
+        .map(|(_, value)| value.to_string())
+        .ok_or_else(|| ApiError::field(key, "is missing from the path"))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+
+    use super::*;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)] // Read through Debug only.
+    struct Inner {
+        priority: i32,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Outer {
+        jobs: Vec<Inner>,
+    }
+
+    #[test]
+    fn decode_names_the_path_of_the_bad_field() {
+        let err = decode::<Outer>(br#"{"jobs":[{"priority":1},{"priority":"high"}]}"#).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidField);
+        assert_eq!(err.field.as_deref(), Some("jobs[1].priority"));
+        assert!(!err.message.contains("line 1"), "{}", err.message);
+
+        let err = decode::<Outer>(br#"{"jobs":[{}]}"#).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("jobs[0].priority"));
+        assert!(err.message.contains("missing field"));
+
+        let err = decode::<Outer>(br#"{"jobs":[],"extra":1}"#).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("extra"));
+
+        let err = decode::<Outer>(br#""text""#).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("body"));
+    }
+
+    #[test]
+    fn broken_json_is_invalid_json() {
+        for bad in [&b"{"[..], b"{\"jobs\": [}", b"nul", b"{\"jobs\": []} {}"] {
+            let err = decode::<Outer>(bad).unwrap_err();
+            assert_eq!(err.code, ErrorCode::InvalidJson, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn json_content_types_are_recognised() {
+        let with = |value: &'static str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::CONTENT_TYPE, value.parse().unwrap());
+            is_json(&headers)
+        };
+        assert!(with("application/json"));
+        assert!(with("Application/JSON; charset=utf-8"));
+        assert!(with("application/merge-patch+json"));
+        assert!(!with("text/plain"));
+        assert!(!with("application/x-www-form-urlencoded"));
+        assert!(!is_json(&HeaderMap::new()));
+    }
+}

@@ -1,0 +1,65 @@
+//! `/healthz`, `/readyz`, `/openapi.json` and `/metrics`.
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use metrics_exporter_prometheus::PrometheusBuilder;
+use revenant::runtime::metrics as names;
+use revenant::store::QueueStatsParams;
+use serde_json::json;
+
+use crate::error::{ApiError, ErrorCode};
+use crate::state::AppState;
+
+/// Liveness: the process answers. Never touches the store, so a database outage does
+/// not get the server restarted by its supervisor.
+pub async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+/// Readiness: the store answers (one `now()` query). 503 `store_unavailable` when not,
+/// so a load balancer sends traffic elsewhere.
+pub async fn readyz(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
+    state.store.now().await.map_err(|err| {
+        ApiError::new(
+            ErrorCode::StoreUnavailable,
+            format!("the store does not answer: {err}"),
+        )
+    })?;
+    Ok(Json(
+        json!({ "status": "ready", "backend": state.store.backend() }),
+    ))
+}
+
+/// The OpenAPI document, as kept in the repository (`openapi.json`).
+pub async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        crate::OPENAPI_JSON,
+    )
+        .into_response()
+}
+
+/// The Prometheus text format's content type.
+const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The queue gauges (`revenant_queue_*`: depth, oldest due age, dead, workers alive,
+/// ...), read from the store at each scrape, as `revenant metrics` prints them. Job
+/// counters and latency histograms come from the workers' own `/metrics`
+/// (`revenant work --metrics-addr`): this server runs no jobs.
+pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let stats = state.store.queue_stats(QueueStatsParams::default()).await?;
+    // A recorder of this request's own, never installed: the scrape shows exactly the
+    // store's numbers now, and concurrent scrapes share nothing.
+    let recorder = PrometheusBuilder::new().build_recorder();
+    ::metrics::with_local_recorder(&recorder, || {
+        names::describe();
+        names::queue_gauges(&stats);
+    });
+    Ok((
+        [(header::CONTENT_TYPE, EXPOSITION)],
+        recorder.handle().render(),
+    )
+        .into_response())
+}

@@ -1,0 +1,973 @@
+//! The API end to end over real HTTP on a loopback port, on SQLite and PostgreSQL:
+//! producers enqueue, remote workers claim, heartbeat, complete, fail and snooze under
+//! fenced leases, operators triage, redrive and purge dead letters and pause queues.
+
+mod support;
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use support::{eventually, ids, Backend, TestServer};
+
+const CREATED: StatusCode = StatusCode::CREATED;
+const OK: StatusCode = StatusCode::OK;
+const BAD: StatusCode = StatusCode::BAD_REQUEST;
+const CONFLICT: StatusCode = StatusCode::CONFLICT;
+
+on_both_backends!(
+    enqueue_one_and_many_and_read_them_back,
+    a_batch_with_one_bad_job_writes_none,
+    a_remote_worker_claims_heartbeats_and_completes,
+    a_late_completion_after_the_lease_was_reclaimed_is_lease_lost,
+    transient_failures_retry_and_permanent_ones_are_dead,
+    snooze_gives_the_attempt_back,
+    fingerprints_redrive_and_purge,
+    pause_stops_claims_and_resume_restarts_them,
+    cancel_stops_a_job_and_its_worker_loses_the_lease,
+    queue_numbers_history_stats_and_metrics_agree,
+    a_claim_waits_for_a_job_when_asked,
+);
+
+async fn server(backend: Backend) -> Option<TestServer> {
+    TestServer::start(backend).await
+}
+
+/// Enqueues `n` jobs of `kind` in `queue`; returns their ids.
+async fn enqueue(s: &TestServer, queue: &str, kind: &str, n: usize) -> Vec<i64> {
+    let jobs: Vec<Value> = (0..n)
+        .map(|i| json!({"queue": queue, "kind": kind, "payload": {"n": i}}))
+        .collect();
+    ids(&s.post("/v1/jobs", json!({ "jobs": jobs }), CREATED).await)
+}
+
+/// Claims up to `limit` jobs of `queue` as `worker`.
+async fn claim(s: &TestServer, queue: &str, worker: &str, limit: u32) -> Vec<Value> {
+    let answer = s
+        .post(
+            "/v1/claims",
+            json!({"queue": queue, "worker": worker, "limit": limit, "lease": "30s"}),
+            OK,
+        )
+        .await;
+    answer["jobs"].as_array().expect("jobs").clone()
+}
+
+fn token(job: &Value) -> i64 {
+    job["lease_token"].as_i64().expect("a lease token")
+}
+
+async fn enqueue_one_and_many_and_read_them_back(backend: Backend) {
+    let Some(s) = server(backend).await else {
+        return;
+    };
+    let one = s
+        .post(
+            "/v1/jobs",
+            json!({
+                "queue": "emails", "kind": "send_receipt", "payload": {"order": 42},
+                "priority": 5, "delay": "10m", "max_attempts": 3, "group": "customer-7",
+                "unique_key": "receipt-42", "correlation_id": "req-abc"
+            }),
+            CREATED,
+        )
+        .await;
+    assert_eq!(one["jobs"][0]["inserted"], true);
+    let id = one["jobs"][0]["id"].as_i64().unwrap();
+
+    // The unique key returns the first job.
+    let again = s
+        .post(
+            "/v1/jobs",
+            json!({"queue": "emails", "kind": "send_receipt", "unique_key": "receipt-42"}),
+            CREATED,
+        )
+        .await;
+    assert_eq!(again["jobs"][0], json!({"id": id, "inserted": false}));
+
+    let many = enqueue(&s, "emails", "send_receipt", 3).await;
+    assert_eq!(many.len(), 3);
+    assert!(many.iter().all(|m| *m > id));
+
+    let job = s.get(&format!("/v1/jobs/{id}")).await;
+    assert_eq!(job["state"], "ready");
+    assert_eq!(job["attempt"], 0);
+    assert_eq!(job["max_attempts"], 3);
+    assert_eq!(job["priority"], 5);
+    assert_eq!(job["payload"], json!({"order": 42}));
+    assert_eq!(job["group_key"], "customer-7");
+    assert_eq!(job["correlation_id"], "req-abc");
+    assert_eq!(job["errors"], json!([]));
+    assert!(
+        job.get("lease_token").is_none(),
+        "the lease token is the worker's"
+    );
+    let created =
+        chrono::DateTime::parse_from_rfc3339(job["created_at"].as_str().unwrap()).unwrap();
+    let run_at = chrono::DateTime::parse_from_rfc3339(job["run_at"].as_str().unwrap()).unwrap();
+    assert_eq!((run_at - created).num_seconds(), 600);
+
+    // The default budget is the policy's (12); the payload defaults to {}.
+    let bare = s.get(&format!("/v1/jobs/{}", many[0])).await;
+    assert_eq!(bare["max_attempts"], 12);
+    let plain = s
+        .post("/v1/jobs", json!({"queue": "emails", "kind": "k"}), CREATED)
+        .await;
+    let plain = s.get(&format!("/v1/jobs/{}", ids(&plain)[0])).await;
+    assert_eq!(plain["payload"], json!({}));
+
+    let listed = s.get("/v1/jobs?queue=emails&state=ready&limit=2").await;
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 2);
+    let next = listed["next_before"].as_i64().expect("a next page");
+    let rest = s.get(&format!("/v1/jobs?queue=emails&before={next}")).await;
+    assert_eq!(rest["jobs"].as_array().unwrap().len(), 3);
+    assert_eq!(rest["next_before"], Value::Null);
+    let by_group = s.get("/v1/jobs?group=customer-7").await;
+    assert_eq!(ids(&by_group), vec![id]);
+    s.get_err("/v1/jobs/999999", StatusCode::NOT_FOUND, "not_found")
+        .await;
+    s.finish().await;
+}
+
+async fn a_batch_with_one_bad_job_writes_none(backend: Backend) {
+    let Some(s) = server(backend).await else {
+        return;
+    };
+    let good = json!({"queue": "emails", "kind": "k"});
+    let tomorrow = (chrono::Utc::now() + chrono::Duration::days(1)).to_rfc3339();
+    for (bad, field) in [
+        (
+            json!({"queue": "emails", "kind": "k", "priority": 5000}),
+            "jobs[1].priority",
+        ),
+        (json!({"queue": "", "kind": "k"}), "jobs[1].queue"),
+        (
+            json!({"queue": "emails", "kind": "has space"}),
+            "jobs[1].kind",
+        ),
+        (
+            json!({"queue": "emails", "kind": "k", "colour": "red"}),
+            "jobs[1].colour",
+        ),
+        (
+            json!({"queue": "emails", "kind": "k", "delay": "-5s"}),
+            "jobs[1].delay",
+        ),
+        (
+            json!({"queue": "emails", "kind": "k", "delay": "5"}),
+            "jobs[1].delay",
+        ),
+        (
+            json!({"queue": "emails", "kind": "k", "delay": "400d"}),
+            "jobs[1].delay",
+        ),
+        (
+            json!({"queue": "emails", "kind": "k", "delay": "1s", "run_at": tomorrow}),
+            "jobs[1].delay",
+        ),
+        (
+            json!({"queue": "emails", "kind": "k", "run_at": "yesterday"}),
+            "jobs[1].run_at",
+        ),
+        (
+            json!({"queue": "emails", "kind": "k", "run_at": "9999-01-01T00:00:00Z"}),
+            "jobs[1].run_at",
+        ),
+        (
+            json!({"queue": "emails", "kind": "k", "max_attempts": 0}),
+            "jobs[1].max_attempts",
+        ),
+        (
+            json!({"queue": "emails", "kind": "k", "max_attempts": 1e10}),
+            "jobs[1].max_attempts",
+        ),
+        (
+            json!({"queue": "emails", "kind": "k", "unique_key": ""}),
+            "jobs[1].unique_key",
+        ),
+        (
+            json!({"queue": "emails", "kind": "k", "group": "a", "group_key": "b"}),
+            "jobs[1].group",
+        ),
+        (json!({"queue": "emails"}), "jobs[1].kind"),
+        (json!("a string"), "jobs[1]"),
+    ] {
+        let error = s
+            .post_err(
+                "/v1/jobs",
+                json!({"jobs": [good.clone(), bad.clone()]}),
+                BAD,
+                "invalid_field",
+            )
+            .await;
+        assert_eq!(error["field"], field, "{bad}: {error}");
+        assert!(
+            error["message"].as_str().unwrap().contains(field),
+            "{error}"
+        );
+    }
+    // A NUL character cannot be stored by PostgreSQL: refused on every backend alike.
+    let error = s
+        .post_err(
+            "/v1/jobs",
+            json!({"queue": "q", "kind": "k", "payload": {"name": "a\u{0}b"}}),
+            BAD,
+            "invalid_field",
+        )
+        .await;
+    assert_eq!(error["field"], "payload");
+    // A payload over 1 MiB, alone.
+    let big = "x".repeat(1024 * 1024 + 1);
+    let error = s
+        .post_err(
+            "/v1/jobs",
+            json!({"queue": "q", "kind": "k", "payload": big}),
+            BAD,
+            "invalid_field",
+        )
+        .await;
+    assert_eq!(error["field"], "payload");
+    for body in [json!({"jobs": []}), json!([1, 2]), json!(null)] {
+        s.post_err("/v1/jobs", body, BAD, "invalid_field").await;
+    }
+    // Not JSON, or not said to be JSON.
+    let response = s
+        .raw(Method::POST, "/v1/jobs")
+        .header("content-type", "application/json")
+        .body("{\"queue\": ")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), BAD);
+    assert_eq!(
+        response.json::<Value>().await.unwrap()["error"]["code"],
+        "invalid_json"
+    );
+    let response = s
+        .raw(Method::POST, "/v1/jobs")
+        .header("content-type", "text/plain")
+        .body(good.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(
+        response.json::<Value>().await.unwrap()["error"]["code"],
+        "unsupported_media_type"
+    );
+    let response = s.raw(Method::POST, "/v1/jobs").send().await.unwrap();
+    assert_eq!(response.status(), BAD);
+    assert_eq!(
+        response.json::<Value>().await.unwrap()["error"]["code"],
+        "invalid_json"
+    );
+
+    // Nothing of any of those was written.
+    assert_eq!(s.get("/v1/jobs").await["jobs"], json!([]));
+    assert_eq!(s.get("/v1/queues").await["queues"], json!([]));
+    s.finish().await;
+}
+
+async fn a_remote_worker_claims_heartbeats_and_completes(backend: Backend) {
+    let Some(s) = server(backend).await else {
+        return;
+    };
+    let enqueued = enqueue(&s, "emails", "send", 3).await;
+    let jobs = claim(&s, "emails", "py-worker-1", 2).await;
+    assert_eq!(jobs.len(), 2);
+    for job in &jobs {
+        assert_eq!(job["attempt"], 1);
+        assert_eq!(job["queue"], "emails");
+        assert!(token(job) > 0 && token(job) < (1_i64 << 53));
+        assert!(job["lease_expires_at"].is_string());
+    }
+    let (a, b) = (&jobs[0], &jobs[1]);
+    let a_id = a["id"].as_i64().unwrap();
+    let b_id = b["id"].as_i64().unwrap();
+    assert!(enqueued.contains(&a_id) && enqueued.contains(&b_id));
+
+    let beat = s
+        .post(
+            &format!("/v1/jobs/{a_id}/heartbeat"),
+            json!({"lease_token": token(a), "lease": 120_000}),
+            OK,
+        )
+        .await;
+    assert_eq!(beat, json!({"id": a_id, "result": "applied"}));
+    let running = s.get(&format!("/v1/jobs/{a_id}")).await;
+    assert_eq!(running["state"], "running");
+    assert_eq!(running["worker"], "py-worker-1");
+
+    s.post(
+        &format!("/v1/jobs/{a_id}/complete"),
+        json!({"lease_token": token(a)}),
+        OK,
+    )
+    .await;
+    assert_eq!(
+        s.get(&format!("/v1/jobs/{a_id}")).await["state"],
+        "completed"
+    );
+    // A second completion, a heartbeat after it, a wrong token: the lease is gone.
+    for (path, body) in [
+        (
+            format!("/v1/jobs/{a_id}/complete"),
+            json!({"lease_token": token(a)}),
+        ),
+        (
+            format!("/v1/jobs/{a_id}/heartbeat"),
+            json!({"lease_token": token(a)}),
+        ),
+        (
+            format!("/v1/jobs/{b_id}/complete"),
+            json!({"lease_token": token(b) + 1}),
+        ),
+        (
+            "/v1/jobs/999999/complete".to_string(),
+            json!({"lease_token": 1}),
+        ),
+    ] {
+        s.post_err(&path, body, CONFLICT, "lease_lost").await;
+    }
+    assert_eq!(s.get(&format!("/v1/jobs/{b_id}")).await["state"], "running");
+
+    // The remote worker is in the registry and counts as alive for its queue.
+    let workers = s.get("/v1/workers").await;
+    let me = workers["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["worker"] == "py-worker-1")
+        .expect("the remote worker is registered")
+        .clone();
+    assert_eq!(me["alive"], true);
+    assert_eq!(me["queues"], json!(["emails"]));
+    assert_eq!(me["host"], "127.0.0.1");
+    claim(&s, "sms", "py-worker-1", 1).await;
+    let workers = s.get("/v1/workers").await;
+    assert_eq!(workers["workers"][0]["queues"], json!(["emails", "sms"]));
+    let queues = s.get("/v1/queues").await;
+    let emails = &queues["queues"][0];
+    assert_eq!(emails["name"], "emails");
+    assert_eq!(emails["workers_alive"], 1);
+    assert_eq!(emails["running"], 1);
+    assert_eq!(emails["depth"], 1);
+
+    // Bad claims name the field.
+    for (body, field) in [
+        (json!({"queue": "emails"}), "worker"),
+        (json!({"queue": "bad queue", "worker": "w"}), "queue"),
+        (
+            json!({"queue": "emails", "worker": "w", "limit": 0}),
+            "limit",
+        ),
+        (
+            json!({"queue": "emails", "worker": "w", "limit": 101}),
+            "limit",
+        ),
+        (
+            json!({"queue": "emails", "worker": "w", "lease": "500ms"}),
+            "lease",
+        ),
+        (
+            json!({"queue": "emails", "worker": "w", "lease": "2h"}),
+            "lease",
+        ),
+        (
+            json!({"queue": "emails", "worker": "w", "wait": "31s"}),
+            "wait",
+        ),
+        (
+            json!({"queue": "emails", "worker": "w", "wait": true}),
+            "wait",
+        ),
+        (json!({"queue": "emails", "worker": ""}), "worker"),
+    ] {
+        let error = s
+            .post_err("/v1/claims", body.clone(), BAD, "invalid_field")
+            .await;
+        assert_eq!(error["field"], field, "{body}: {error}");
+    }
+    s.post_err(
+        &format!("/v1/jobs/{b_id}/heartbeat"),
+        json!({"lease_token": token(b), "lease": "0s"}),
+        BAD,
+        "invalid_field",
+    )
+    .await;
+    s.post_err(
+        &format!("/v1/jobs/{b_id}/heartbeat"),
+        json!({"lease_token": "abc"}),
+        BAD,
+        "invalid_field",
+    )
+    .await;
+    s.post_err(
+        "/v1/jobs/abc/complete",
+        json!({"lease_token": 1}),
+        BAD,
+        "invalid_field",
+    )
+    .await;
+    s.post_err(
+        "/v1/jobs/0/complete",
+        json!({"lease_token": 1}),
+        BAD,
+        "invalid_field",
+    )
+    .await;
+    s.finish().await;
+}
+
+async fn a_late_completion_after_the_lease_was_reclaimed_is_lease_lost(backend: Backend) {
+    let Some(s) = server(backend).await else {
+        return;
+    };
+    let id = enqueue(&s, "emails", "send", 1).await[0];
+    // Worker A claims with the shortest lease and stalls past it.
+    let a = s
+        .post(
+            "/v1/claims",
+            json!({"queue": "emails", "worker": "stalled", "lease": "1s"}),
+            OK,
+        )
+        .await["jobs"][0]
+        .clone();
+    assert_eq!(a["id"], id);
+    // Worker B polls until the lease has expired by the store's clock and reclaims.
+    let b = eventually(Duration::from_secs(10), "the reclaim", || async {
+        let jobs = claim(&s, "emails", "rescuer", 1).await;
+        jobs.into_iter().next()
+    })
+    .await;
+    assert_eq!(b["id"], id);
+    assert_eq!(b["attempt"], 2);
+    assert_ne!(token(&b), token(&a));
+
+    // A's late calls change nothing, each answered lease_lost.
+    for action in ["complete", "heartbeat"] {
+        let error = s
+            .post_err(
+                &format!("/v1/jobs/{id}/{action}"),
+                json!({"lease_token": token(&a)}),
+                CONFLICT,
+                "lease_lost",
+            )
+            .await;
+        assert!(
+            error["message"].as_str().unwrap().contains("lease"),
+            "{error}"
+        );
+    }
+    s.post_err(
+        &format!("/v1/jobs/{id}/fail"),
+        json!({"lease_token": token(&a), "class": "permanent", "message": "late"}),
+        CONFLICT,
+        "lease_lost",
+    )
+    .await;
+    s.post_err(
+        &format!("/v1/jobs/{id}/snooze"),
+        json!({"lease_token": token(&a), "delay": "1m"}),
+        CONFLICT,
+        "lease_lost",
+    )
+    .await;
+    let job = s.get(&format!("/v1/jobs/{id}")).await;
+    assert_eq!(job["state"], "running");
+    assert_eq!(job["worker"], "rescuer");
+    // The lost attempt is in the history.
+    assert_eq!(job["errors"][0]["class"], "lease_expired");
+    assert_eq!(job["errors"][0]["attempt"], 1);
+
+    // B's completion is the one that counts.
+    s.post(
+        &format!("/v1/jobs/{id}/complete"),
+        json!({"lease_token": token(&b)}),
+        OK,
+    )
+    .await;
+    assert_eq!(s.get(&format!("/v1/jobs/{id}")).await["state"], "completed");
+    s.finish().await;
+}
+
+async fn transient_failures_retry_and_permanent_ones_are_dead(backend: Backend) {
+    let Some(s) = server(backend).await else {
+        return;
+    };
+    enqueue(&s, "emails", "send", 1).await;
+    let job = claim(&s, "emails", "w", 1).await.remove(0);
+    let id = job["id"].as_i64().unwrap();
+    let failed = s
+        .post(
+            &format!("/v1/jobs/{id}/fail"),
+            json!({"lease_token": token(&job), "class": "transient",
+                   "message": "HTTP 503 from provider", "retry_after": "2m"}),
+            OK,
+        )
+        .await;
+    // Retry-After is a floor under the backoff (10 s base): the next try in 2 minutes.
+    assert_eq!(
+        failed,
+        json!({"id": id, "result": "applied", "state": "ready", "retry_in": "2m", "dead_reason": null})
+    );
+    let retrying = s.get(&format!("/v1/jobs/{id}")).await;
+    assert_eq!(retrying["state"], "ready");
+    assert_eq!(retrying["attempt"], 1);
+    assert_eq!(retrying["errors"][0]["class"], "transient");
+    assert_eq!(retrying["errors"][0]["message"], "HTTP 503 from provider");
+    assert_eq!(retrying["errors"][0]["worker"], "w");
+    assert_eq!(s.get("/v1/queues").await["queues"][0]["retrying"], 1);
+
+    // A permanent failure is dead at once, with its reason and fingerprint.
+    enqueue(&s, "receipts", "render", 1).await;
+    let poison = claim(&s, "receipts", "w", 1).await.remove(0);
+    let poison_id = poison["id"].as_i64().unwrap();
+    let bad_fails = [
+        (
+            json!({"lease_token": token(&poison), "class": "permanent", "message": "  "}),
+            "message",
+        ),
+        (
+            json!({"lease_token": token(&poison), "class": "permanent", "message": "x", "retry_after": "1s"}),
+            "retry_after",
+        ),
+        (
+            json!({"lease_token": token(&poison), "class": "maybe", "message": "x"}),
+            "class",
+        ),
+        (
+            json!({"lease_token": token(&poison), "message": "x"}),
+            "class",
+        ),
+        (
+            json!({"lease_token": token(&poison), "class": "transient", "message": "x", "retry_after": "400d"}),
+            "retry_after",
+        ),
+    ];
+    for (body, field) in bad_fails {
+        let error = s
+            .post_err(
+                &format!("/v1/jobs/{poison_id}/fail"),
+                body.clone(),
+                BAD,
+                "invalid_field",
+            )
+            .await;
+        assert_eq!(error["field"], field, "{body}: {error}");
+    }
+    // A NUL in the message is shown, not refused: the failure is never lost over it.
+    let dead = s
+        .post(
+            &format!("/v1/jobs/{poison_id}/fail"),
+            json!({"lease_token": token(&poison), "class": "permanent",
+                   "message": "template crashed on restaurant 'Zürich'\u{0}"}),
+            OK,
+        )
+        .await;
+    assert_eq!(dead["state"], "dead");
+    assert_eq!(dead["dead_reason"], "permanent");
+    let shown = s.get(&format!("/v1/dead/{poison_id}")).await;
+    assert_eq!(shown["dead_reason"], "permanent");
+    assert_eq!(shown["fingerprint"].as_str().map(str::len), Some(12));
+    assert_eq!(shown["last_error"]["class"], "permanent");
+    assert_eq!(
+        shown["last_error"]["message"],
+        "template crashed on restaurant 'Zürich'\\0"
+    );
+    s.get_err(
+        &format!("/v1/dead/{id}"),
+        StatusCode::NOT_FOUND,
+        "not_found",
+    )
+    .await;
+
+    // A transient failure of the last attempt is dead too: attempts exhausted.
+    let last = s
+        .post(
+            "/v1/jobs",
+            json!({"queue": "once", "kind": "k", "max_attempts": 1}),
+            CREATED,
+        )
+        .await;
+    let last_id = ids(&last)[0];
+    let job = claim(&s, "once", "w", 1).await.remove(0);
+    let answer = s
+        .post(
+            &format!("/v1/jobs/{last_id}/fail"),
+            json!({"lease_token": token(&job), "class": "transient", "message": "timeout"}),
+            OK,
+        )
+        .await;
+    assert_eq!(answer["state"], "dead");
+    assert_eq!(answer["dead_reason"], "attempts_exhausted");
+    let dead_list = s.get("/v1/dead").await;
+    let mut dead_ids = ids(&dead_list);
+    dead_ids.sort_unstable();
+    assert_eq!(dead_ids, vec![poison_id, last_id]);
+    assert_eq!(
+        ids(&s.get("/v1/dead?reason=permanent").await),
+        vec![poison_id]
+    );
+    s.get_err("/v1/dead?reason=sad", BAD, "invalid_field").await;
+    s.finish().await;
+}
+
+async fn snooze_gives_the_attempt_back(backend: Backend) {
+    let Some(s) = server(backend).await else {
+        return;
+    };
+    let id = enqueue(&s, "emails", "send", 1).await[0];
+    let job = claim(&s, "emails", "w", 1).await.remove(0);
+    s.post_err(
+        &format!("/v1/jobs/{id}/snooze"),
+        json!({"lease_token": token(&job)}),
+        BAD,
+        "invalid_field",
+    )
+    .await;
+    s.post(
+        &format!("/v1/jobs/{id}/snooze"),
+        json!({"lease_token": token(&job), "delay": "1h"}),
+        OK,
+    )
+    .await;
+    let snoozed = s.get(&format!("/v1/jobs/{id}")).await;
+    assert_eq!(snoozed["state"], "ready");
+    assert_eq!(snoozed["attempt"], 0);
+    assert_eq!(snoozed["errors"], json!([]));
+    assert!(
+        claim(&s, "emails", "w", 1).await.is_empty(),
+        "not due for an hour"
+    );
+    s.finish().await;
+}
+
+/// Kills `messages.len()` jobs of `queue` through the API, each with its message.
+async fn kill(s: &TestServer, queue: &str, messages: &[String]) -> Vec<i64> {
+    enqueue(s, queue, "send", messages.len()).await;
+    let jobs = claim(s, queue, "w", messages.len() as u32).await;
+    assert_eq!(jobs.len(), messages.len());
+    let mut ids = Vec::new();
+    for (job, message) in jobs.iter().zip(messages) {
+        let id = job["id"].as_i64().unwrap();
+        s.post(
+            &format!("/v1/jobs/{id}/fail"),
+            json!({"lease_token": token(job), "class": "permanent", "message": message}),
+            OK,
+        )
+        .await;
+        ids.push(id);
+    }
+    ids
+}
+
+async fn fingerprints_redrive_and_purge(backend: Backend) {
+    let Some(s) = server(backend).await else {
+        return;
+    };
+    let outage: Vec<String> = (0..6)
+        .map(|i| format!("HTTP 503 from provider after {}ms", 90 + i * 7))
+        .collect();
+    let crash: Vec<String> = ["Zürich", "Bern"]
+        .iter()
+        .map(|name| format!("template crashed on restaurant '{name}'"))
+        .collect();
+    let outage_ids = kill(&s, "emails", &outage).await;
+    let crash_ids = kill(&s, "emails", &crash).await;
+
+    let groups = s.get("/v1/dead/fingerprints?queue=emails").await;
+    let groups = groups["fingerprints"].as_array().unwrap();
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    assert_eq!(groups[0]["count"], 6);
+    assert_eq!(groups[1]["count"], 2);
+    assert_eq!(groups[0]["kind"], "send");
+    assert_eq!(groups[0]["queue"], "emails");
+    assert!(groups[0]["sample_error"]
+        .as_str()
+        .unwrap()
+        .starts_with("HTTP 503"));
+    let outage_print = groups[0]["fingerprint"].as_str().unwrap().to_string();
+    let crash_print = groups[1]["fingerprint"].as_str().unwrap().to_string();
+    let by_print = s.get(&format!("/v1/dead?fingerprint={outage_print}")).await;
+    assert_eq!(ids(&by_print).len(), 6);
+    s.get_err("/v1/dead?fingerprint=xyz", BAD, "invalid_field")
+        .await;
+
+    // An unscoped redrive or purge is refused unless it says "all".
+    for path in ["/v1/dead/redrive", "/v1/dead/purge"] {
+        let error = s.post_err(path, json!({}), BAD, "invalid_field").await;
+        assert_eq!(error["field"], "all");
+    }
+    s.post_err(
+        "/v1/dead/redrive",
+        json!({"queue": "emails", "rate": "fast"}),
+        BAD,
+        "invalid_field",
+    )
+    .await;
+    s.post_err(
+        "/v1/dead/purge",
+        json!({"queue": "emails", "rate": "1/s"}),
+        BAD,
+        "invalid_field",
+    )
+    .await;
+
+    // A dry run counts and changes nothing.
+    let dry = s
+        .post(
+            "/v1/dead/redrive",
+            json!({"fingerprint": outage_print, "dry_run": true, "rate": "10/s"}),
+            OK,
+        )
+        .await;
+    assert_eq!(dry["count"], 6);
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(dry["rate_per_sec"], 10.0);
+    assert_eq!(ids(&s.get("/v1/dead").await).len(), 8);
+
+    // The real one, paced at 10/s: run_at 100 ms apart, fresh attempts, history kept.
+    let done = s
+        .post(
+            "/v1/dead/redrive",
+            json!({"fingerprint": outage_print, "rate": "10/s", "note": "provider is back"}),
+            OK,
+        )
+        .await;
+    assert_eq!(done["count"], 6);
+    assert_eq!(done["dry_run"], false);
+    let mut redriven: Vec<i64> = done["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    redriven.sort_unstable();
+    let mut expected = outage_ids.clone();
+    expected.sort_unstable();
+    assert_eq!(redriven, expected);
+    let mut run_ats = Vec::new();
+    for id in &outage_ids {
+        let job = s.get(&format!("/v1/jobs/{id}")).await;
+        assert_eq!(job["state"], "ready");
+        assert_eq!(job["attempt"], 0);
+        assert_eq!(job["redrives"], 1);
+        assert_eq!(job["errors"].as_array().unwrap().len(), 1);
+        run_ats
+            .push(chrono::DateTime::parse_from_rfc3339(job["run_at"].as_str().unwrap()).unwrap());
+    }
+    run_ats.sort_unstable();
+    let span = run_ats[5] - run_ats[0];
+    assert_eq!(span.num_milliseconds(), 500, "six jobs at 10/s span 500 ms");
+    let audit = s.get("/v1/dead/history").await;
+    assert_eq!(audit["redrives"][0]["count"], 6);
+    assert_eq!(audit["redrives"][0]["spacing_ms"], 100);
+    assert_eq!(audit["redrives"][0]["actor"], "http");
+    assert_eq!(audit["redrives"][0]["note"], "provider is back");
+
+    // Purge: a dry run lists, the real one deletes only what the filter names.
+    let dry = s
+        .post(
+            "/v1/dead/purge",
+            json!({"fingerprint": crash_print, "dry_run": true}),
+            OK,
+        )
+        .await;
+    assert_eq!(dry["count"], 2);
+    let mut listed: Vec<i64> = dry["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    listed.sort_unstable();
+    assert_eq!(listed, crash_ids);
+    let purged = s
+        .post("/v1/dead/purge", json!({"ids": [crash_ids[0]]}), OK)
+        .await;
+    assert_eq!(
+        purged,
+        json!({"count": 1, "dry_run": false, "at_least": false})
+    );
+    s.get_err(
+        &format!("/v1/jobs/{}", crash_ids[0]),
+        StatusCode::NOT_FOUND,
+        "not_found",
+    )
+    .await;
+    let all = s.post("/v1/dead/purge", json!({"all": true}), OK).await;
+    assert_eq!(all["count"], 1);
+    assert_eq!(s.get("/v1/dead").await["jobs"], json!([]));
+    // The redriven jobs were not dead, so not purged.
+    assert_eq!(
+        s.get(&format!("/v1/jobs/{}", outage_ids[0])).await["state"],
+        "ready"
+    );
+    s.finish().await;
+}
+
+async fn pause_stops_claims_and_resume_restarts_them(backend: Backend) {
+    let Some(s) = server(backend).await else {
+        return;
+    };
+    let id = enqueue(&s, "emails", "send", 1).await[0];
+    let paused = s.post("/v1/queues/emails/pause", json!({}), OK).await;
+    assert_eq!(paused, json!({"queue": "emails", "paused": true}));
+    assert!(claim(&s, "emails", "w", 1).await.is_empty());
+    assert_eq!(s.get("/v1/queues").await["queues"][0]["paused"], true);
+    // Enqueues are still accepted while paused.
+    enqueue(&s, "emails", "send", 1).await;
+    let resumed = s.post("/v1/queues/emails/resume", json!({}), OK).await;
+    assert_eq!(resumed["paused"], false);
+    assert_eq!(claim(&s, "emails", "w", 1).await[0]["id"], id);
+    let error = s
+        .post_err(
+            "/v1/queues/bad%20name/pause",
+            json!({}),
+            BAD,
+            "invalid_field",
+        )
+        .await;
+    assert_eq!(error["field"], "name");
+    s.finish().await;
+}
+
+async fn cancel_stops_a_job_and_its_worker_loses_the_lease(backend: Backend) {
+    let Some(s) = server(backend).await else {
+        return;
+    };
+    let ids = enqueue(&s, "emails", "send", 2).await;
+    let job = claim(&s, "emails", "w", 1).await.remove(0);
+    let running = job["id"].as_i64().unwrap();
+    let ready = *ids.iter().find(|id| **id != running).unwrap();
+    let answer = s
+        .post(
+            &format!("/v1/jobs/{running}/cancel"),
+            json!({"reason": "customer left"}),
+            OK,
+        )
+        .await;
+    assert_eq!(answer, json!({"id": running, "state": "cancelled"}));
+    s.post_err(
+        &format!("/v1/jobs/{running}/heartbeat"),
+        json!({"lease_token": token(&job)}),
+        CONFLICT,
+        "lease_lost",
+    )
+    .await;
+    // The body is optional.
+    let response = s
+        .raw(Method::POST, &format!("/v1/jobs/{ready}/cancel"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), OK);
+    s.post_err(
+        &format!("/v1/jobs/{ready}/cancel"),
+        json!({}),
+        CONFLICT,
+        "conflict",
+    )
+    .await;
+    s.post_err(
+        "/v1/jobs/999999/cancel",
+        json!({}),
+        StatusCode::NOT_FOUND,
+        "not_found",
+    )
+    .await;
+    s.finish().await;
+}
+
+async fn queue_numbers_history_stats_and_metrics_agree(backend: Backend) {
+    let Some(s) = server(backend).await else {
+        return;
+    };
+    enqueue(&s, "emails", "send", 3).await;
+    kill(&s, "emails", &["boom".to_string()]).await;
+    let queues = s.get("/v1/queues").await;
+    let emails = &queues["queues"][0];
+    assert_eq!(emails["depth"], 3);
+    assert_eq!(emails["dead"], 1);
+    assert!(emails["oldest_due_age"].as_i64().unwrap() >= 0);
+
+    let history = s.get("/v1/queues/emails/history?minutes=5").await;
+    let points = history["points"].as_array().unwrap();
+    assert_eq!(points.len(), 6);
+    assert_eq!(history["step"], "1m");
+    let now = points.last().unwrap();
+    assert_eq!(now["depth"], 3);
+    assert_eq!(now["dead"], 1);
+    assert_eq!(points[0]["depth"], 0, "nothing existed five minutes ago");
+    s.get_err("/v1/queues/emails/history?minutes=0", BAD, "invalid_field")
+        .await;
+    s.get_err("/v1/queues/emails/history?minutes=x", BAD, "invalid_field")
+        .await;
+    s.get_err("/v1/queues/emails/history?hours=1", BAD, "invalid_field")
+        .await;
+
+    let stats = s.get("/v1/stats").await;
+    assert_eq!(stats[0]["queue"], "emails");
+    assert_eq!(stats[0]["ready"], 3);
+    assert_eq!(stats[0]["dead"], 1);
+    assert_eq!(s.get("/v1/stats?queue=none").await, json!([]));
+
+    let response = s.raw(Method::GET, "/metrics").send().await.unwrap();
+    assert_eq!(response.status(), OK);
+    let text = response.text().await.unwrap();
+    assert!(
+        text.contains("revenant_queue_ready_jobs{queue=\"emails\"} 3"),
+        "{text}"
+    );
+    assert!(
+        text.contains("revenant_queue_dead_jobs{queue=\"emails\"} 1"),
+        "{text}"
+    );
+
+    let alerts = s.get("/v1/alerts").await;
+    assert_eq!(
+        alerts,
+        json!({"configured": false, "status": "ok", "rules": [], "firing": []})
+    );
+    let ready = s.get("/readyz").await;
+    assert_eq!(ready["status"], "ready");
+    s.finish().await;
+}
+
+async fn a_claim_waits_for_a_job_when_asked(backend: Backend) {
+    let Some(s) = server(backend).await else {
+        return;
+    };
+    let waiting = async {
+        s.post(
+            "/v1/claims",
+            json!({"queue": "emails", "worker": "w", "wait": "10s"}),
+            OK,
+        )
+        .await
+    };
+    let producing = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        enqueue(&s, "emails", "send", 1).await[0]
+    };
+    let started = std::time::Instant::now();
+    let (answer, id) = tokio::join!(waiting, producing);
+    assert_eq!(ids(&answer), vec![id]);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the wait ended at the enqueue"
+    );
+    // With nothing to claim, the wait runs out and the list is empty.
+    let started = std::time::Instant::now();
+    let empty = s
+        .post(
+            "/v1/claims",
+            json!({"queue": "none", "worker": "w", "wait": 300}),
+            OK,
+        )
+        .await;
+    assert_eq!(empty["jobs"], json!([]));
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    s.finish().await;
+}

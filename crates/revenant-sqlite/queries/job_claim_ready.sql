@@ -1,0 +1,13 @@
+-- ready -> running for a batch of claim candidates, in one statement: the attempt is
+-- counted here, at claim. ?1 JSON array of [id, lease token] pairs, ?2 lease_expires_at,
+-- ?3 now, ?4 worker. The candidates were read in the same write transaction, so every
+-- one is still ready; the status check is a guard, not a race.
+-- `+status` keeps SQLite off the jobs_finished (status, ...) index, which it would
+-- otherwise walk for every running job and probe the batch with: the batch drives the
+-- plan, one primary-key lookup per id (checked by a test of the query plans).
+UPDATE jobs
+SET status = 'running', attempts = attempts + 1, lease_token = claim.token,
+    lease_expires_at = ?2, attempted_at = ?3, worker = ?4
+FROM (SELECT value ->> 0 AS id, value ->> 1 AS token FROM json_each(?1)) AS claim
+WHERE jobs.id = claim.id AND +jobs.status = 'ready'
+RETURNING *

@@ -1,0 +1,11 @@
+-- Fenced running -> ready for a batch whose leases were checked in this transaction;
+-- each attempt stays spent. ?1 JSON array of [id, run_at, history] triples.
+-- `+status` keeps SQLite off the jobs_finished (status, ...) index, which it would
+-- otherwise walk for every running job and probe the batch with: the batch drives the
+-- plan, one primary-key lookup per id (checked by a test of the query plans).
+UPDATE jobs
+SET status = 'ready', run_at = retry.run_at, errors = retry.errors,
+    lease_token = NULL, lease_expires_at = NULL
+FROM (SELECT value ->> 0 AS id, value ->> 1 AS run_at, value ->> 2 AS errors
+      FROM json_each(?1)) AS retry
+WHERE jobs.id = retry.id AND +jobs.status = 'running'

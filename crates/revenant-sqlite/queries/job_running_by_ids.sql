@@ -1,0 +1,8 @@
+-- The running jobs among ids ?1 (a JSON array), with their lease tokens: the fence is
+-- checked in Rust, against each result in the batch in order, inside the write
+-- transaction that then applies them.
+-- `+status` keeps SQLite off the jobs_finished (status, ...) index, which it would
+-- otherwise walk for every running job and probe the batch with: the batch drives the
+-- plan, one primary-key lookup per id (checked by a test of the query plans).
+SELECT id, lease_token, queue, group_key, attempts, worker, errors FROM jobs
+WHERE id IN (SELECT value FROM json_each(?1)) AND +status = 'running'

@@ -1,0 +1,505 @@
+//! revenant through its public API: `revenant::connect(url)`, `Store::job_enqueue`, and
+//! a [`Worker`] with a no-op handler. Also the store loop (`--system store`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use revenant::backoff::{Backoff, Jitter};
+use revenant::policy::{PolicySet, RetryPolicy};
+use revenant::runtime::{JobContext, JobError, Worker};
+use revenant::store::{
+    JobClaimParams, JobCompleteParams, JobEnqueueParams, JobFilter, JobListParams, LeaseRef,
+    QueueStatsParams,
+};
+use revenant::{JobState, NewJob, Store};
+use serde_json::json;
+
+use crate::protocol::{self, Io, Progress};
+use crate::Args;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// The kind of every benchmark job.
+const KIND: &str = "noop";
+/// W2's attempt budget.
+const MAX_ATTEMPTS: i32 = 5;
+/// How often a drain looks at the queue's counts (and so the resolution of its end).
+const POLL: Duration = Duration::from_millis(50);
+
+async fn connect(args: &Args) -> Result<Arc<dyn Store>, Error> {
+    Ok(revenant::connect(&args.url).await?)
+}
+
+/// A worker builder with the settings every task shares: `--concurrency` slots, a 2 s
+/// shutdown grace, and the runtime's defaults unless `--claim-cooldown-ms` or
+/// `--poll-interval-ms` say otherwise.
+fn builder(store: Arc<dyn Store>, args: &Args) -> revenant::runtime::WorkerBuilder {
+    let mut builder = Worker::builder(store)
+        .queue(&args.queue, args.concurrency)
+        .shutdown_grace(Duration::from_secs(2));
+    if let Some(ms) = args.claim_cooldown_ms {
+        builder = builder.claim_cooldown(Duration::from_millis(ms));
+    }
+    if let Some(ms) = args.poll_interval_ms {
+        builder = builder.poll_interval(Duration::from_millis(ms.max(1)));
+    }
+    builder
+}
+
+/// Enqueues `--jobs` jobs whose payloads `payload(i)` gives, `--batch` per call.
+async fn enqueue_jobs(
+    store: &dyn Store,
+    args: &Args,
+    max_attempts: i32,
+    payload: impl Fn(usize) -> serde_json::Value,
+    progress: &mut Progress,
+    deadline: tokio::time::Instant,
+) -> Result<usize, Error> {
+    let batch = args.batch.max(1);
+    let mut done = 0;
+    while done < args.jobs && tokio::time::Instant::now() < deadline {
+        let n = batch.min(args.jobs - done);
+        store
+            .job_enqueue(JobEnqueueParams {
+                jobs: (done..done + n)
+                    .map(|i| NewJob::new(&args.queue, KIND, payload(i)))
+                    .collect(),
+                default_max_attempts: max_attempts,
+                now: None,
+            })
+            .await?;
+        done += n;
+        progress.tick(done as u64);
+    }
+    Ok(done)
+}
+
+/// `enqueue`: no-op jobs, one at a time or in batches.
+pub async fn enqueue(args: &Args) -> Result<serde_json::Value, Error> {
+    let store = connect(args).await?;
+    let deadline = args.deadline();
+    let mut progress = Progress::new(args.jobs as u64);
+    let started = Instant::now();
+    let done = enqueue_jobs(
+        store.as_ref(),
+        args,
+        3,
+        |_| json!({}),
+        &mut progress,
+        deadline,
+    )
+    .await?;
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(json!({
+        "enqueued": done,
+        "seconds": seconds,
+        "per_sec": done as f64 / seconds,
+        "partial": done < args.jobs,
+    }))
+}
+
+/// (completed, dead, cancelled) jobs of the queue.
+async fn counts(store: &dyn Store, queue: &str) -> Result<(u64, u64, u64), Error> {
+    let stats = store
+        .queue_stats(QueueStatsParams {
+            queue: Some(queue.to_string()),
+            ..QueueStatsParams::default()
+        })
+        .await?;
+    let sum = |f: fn(&revenant::store::QueueStats) -> i64| {
+        u64::try_from(stats.iter().map(f).sum::<i64>()).unwrap_or(0)
+    };
+    Ok((sum(|s| s.completed), sum(|s| s.dead), sum(|s| s.cancelled)))
+}
+
+/// Waits until `target` jobs of the queue are finished or the deadline passes; returns
+/// the last (completed, dead) counts.
+async fn wait_finished(
+    store: &dyn Store,
+    queue: &str,
+    target: u64,
+    deadline: tokio::time::Instant,
+    progress: &mut Progress,
+) -> Result<(u64, u64), Error> {
+    loop {
+        let (completed, dead, cancelled) = counts(store, queue).await?;
+        progress.tick(completed + dead + cancelled);
+        if completed + dead + cancelled >= target || tokio::time::Instant::now() >= deadline {
+            return Ok((completed, dead));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// A started worker and the handle that stops it.
+struct Running {
+    handle: revenant::runtime::ShutdownHandle,
+    task: tokio::task::JoinHandle<Result<(), revenant::runtime::WorkerError>>,
+}
+
+impl Running {
+    fn start(worker: Worker) -> Running {
+        let handle = worker.shutdown_handle();
+        let task = tokio::spawn(worker.run_until(std::future::pending()));
+        Running { handle, task }
+    }
+
+    async fn stop(self) -> Result<(), Error> {
+        self.handle.shutdown();
+        self.task.await??;
+        Ok(())
+    }
+}
+
+/// `drain`: a worker with `--concurrency` slots and a no-op handler until `--jobs` jobs
+/// of the queue are finished.
+pub async fn drain(args: &Args) -> Result<serde_json::Value, Error> {
+    let store = connect(args).await?;
+    let deadline = args.deadline();
+    let mut progress = Progress::new(args.jobs as u64);
+    let handled = Arc::new(AtomicU64::new(0));
+    let counter = handled.clone();
+    let io = Io::now();
+    let started_at = unix_seconds();
+    let started = Instant::now();
+    let worker = builder(store.clone(), args)
+        .handler_fn(KIND, move |_ctx: JobContext, _p: serde_json::Value| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            async { Ok(()) }
+        })
+        .build()?;
+    let running = Running::start(worker);
+    let (completed, dead) = wait_finished(
+        store.as_ref(),
+        &args.queue,
+        args.jobs as u64,
+        deadline,
+        &mut progress,
+    )
+    .await?;
+    let seconds = started.elapsed().as_secs_f64();
+    let ended_at = unix_seconds();
+    running.stop().await?;
+    Ok(protocol::merge(
+        json!({
+            "completed": completed,
+            "dead": dead,
+            "handled_here": handled.load(Ordering::Relaxed),
+            "seconds": seconds,
+            "per_sec": completed as f64 / seconds,
+            "started_at": started_at,
+            "ended_at": ended_at,
+            "partial": completed + dead < args.jobs as u64,
+        }),
+        Io::now().since(io),
+    ))
+}
+
+/// `drain` with `--system store`: `job_claim(concurrency)` then `job_complete` of what
+/// was claimed, in a loop, until a claim comes back empty. No runtime.
+pub async fn store_drain(args: &Args) -> Result<serde_json::Value, Error> {
+    let store = connect(args).await?;
+    let deadline = args.deadline();
+    let mut progress = Progress::new(args.jobs as u64);
+    let io = Io::now();
+    let started_at = unix_seconds();
+    let started = Instant::now();
+    let worker = format!("store-loop-{}", std::process::id());
+    let mut done = 0_u64;
+    while tokio::time::Instant::now() < deadline {
+        let claimed = store
+            .job_claim(JobClaimParams {
+                queue: args.queue.clone(),
+                worker: worker.clone(),
+                limit: u32::try_from(args.concurrency.max(1)).unwrap_or(u32::MAX),
+                lease: Duration::from_secs(60),
+                now: None,
+            })
+            .await?;
+        if claimed.is_empty() {
+            break;
+        }
+        let leases = claimed
+            .iter()
+            .filter_map(|j| {
+                j.lease_token.map(|lease_token| LeaseRef {
+                    id: j.id,
+                    lease_token,
+                })
+            })
+            .collect::<Vec<_>>();
+        done += leases.len() as u64;
+        store
+            .job_complete(JobCompleteParams { leases, now: None })
+            .await?;
+        progress.tick(done);
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(protocol::merge(
+        json!({
+            "completed": done,
+            "seconds": seconds,
+            "per_sec": done as f64 / seconds,
+            "started_at": started_at,
+            "ended_at": unix_seconds(),
+            "partial": done < args.jobs as u64,
+        }),
+        Io::now().since(io),
+    ))
+}
+
+/// Whether attempt `attempt` of job `i` fails: poison jobs always; the others in
+/// `fail_percent` of attempts, decided by a hash of (i, attempt) so every run and every
+/// system sees the same pattern, and never on the last allowed attempt, so that only
+/// the poison jobs can end dead.
+pub fn attempt_fails(i: u64, attempt: u32, fail_percent: u32, poison_every: u64) -> bool {
+    if poison_every > 0 && i % poison_every == 0 {
+        return true;
+    }
+    attempt < MAX_ATTEMPTS as u32
+        && splitmix(i.wrapping_mul(31).wrapping_add(u64::from(attempt))) % 100
+            < u64::from(fail_percent)
+}
+
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// `failures` (W2): enqueue `--jobs` jobs, then drain them while attempts fail: backoff
+/// 10 ms doubling to 200 ms, equal jitter, at most 5 attempts. Checks that the dead
+/// jobs are exactly the poison ones.
+pub async fn failures(args: &Args) -> Result<serde_json::Value, Error> {
+    let store = connect(args).await?;
+    let deadline = args.deadline();
+    let mut progress = Progress::new(args.jobs as u64);
+    enqueue_jobs(
+        store.as_ref(),
+        args,
+        MAX_ATTEMPTS,
+        |i| json!({ "i": i }),
+        &mut Progress::new(args.jobs as u64),
+        deadline,
+    )
+    .await?;
+    let policy = RetryPolicy::builder()
+        .max_attempts(MAX_ATTEMPTS as u32)
+        .backoff(Backoff::new(
+            Duration::from_millis(10),
+            2.0,
+            Duration::from_millis(200),
+        )?)
+        .jitter(Jitter::Equal)
+        .build()?;
+    let attempts = Arc::new(AtomicU64::new(0));
+    let counter = attempts.clone();
+    let (fail_percent, poison_every) = (args.fail_percent, args.poison_every as u64);
+    let started = Instant::now();
+    let worker = builder(store.clone(), args)
+        .policies(PolicySet::new(policy))
+        .handler_fn(KIND, move |ctx: JobContext, p: serde_json::Value| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            let i = p["i"].as_u64().unwrap_or(0);
+            let attempt = u32::try_from(ctx.attempt()).unwrap_or(0);
+            let fails = attempt_fails(i, attempt, fail_percent, poison_every);
+            async move {
+                if fails {
+                    Err(JobError::retry("planned transient failure"))
+                } else {
+                    Ok(())
+                }
+            }
+        })
+        .build()?;
+    let running = Running::start(worker);
+    let (completed, dead) = wait_finished(
+        store.as_ref(),
+        &args.queue,
+        args.jobs as u64,
+        deadline,
+        &mut progress,
+    )
+    .await?;
+    let seconds = started.elapsed().as_secs_f64();
+    running.stop().await?;
+
+    let dead_ids = dead_payload_indexes(store.as_ref(), &args.queue).await?;
+    let expected_dead = if poison_every == 0 {
+        0
+    } else {
+        (0..args.jobs as u64)
+            .filter(|i| i % poison_every == 0)
+            .count() as u64
+    };
+    let dead_ok = dead_ids.len() as u64 == expected_dead
+        && dead_ids
+            .iter()
+            .all(|i| poison_every > 0 && i % poison_every == 0);
+    Ok(json!({
+        "completed": completed,
+        "dead": dead,
+        "expected_dead": expected_dead,
+        "dead_are_exactly_the_poison_jobs": dead_ok,
+        "attempts": attempts.load(Ordering::Relaxed),
+        "seconds": seconds,
+        "per_sec": completed as f64 / seconds,
+        "partial": completed + dead < args.jobs as u64,
+    }))
+}
+
+/// The payload index `i` of every dead job of the queue.
+async fn dead_payload_indexes(store: &dyn Store, queue: &str) -> Result<Vec<u64>, Error> {
+    let mut out = Vec::new();
+    let mut before_id = None;
+    loop {
+        let page = store
+            .job_list(JobListParams {
+                filter: JobFilter {
+                    queue: Some(queue.to_string()),
+                    statuses: Some(vec![JobState::Dead]),
+                    ..JobFilter::default()
+                },
+                before_id,
+                limit: 10_000,
+            })
+            .await?;
+        let Some(last) = page.last() else {
+            return Ok(out);
+        };
+        before_id = Some(last.id);
+        out.extend(page.iter().filter_map(|j| j.payload["i"].as_u64()));
+    }
+}
+
+/// Microseconds since the first call in this process: the clock of W3's payloads.
+fn micros() -> u64 {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    BASE.get_or_init(Instant::now).elapsed().as_micros() as u64
+}
+
+fn unix_seconds() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// `latency` (W3): a worker with `--concurrency` slots; for each rate, jobs arrive
+/// open-loop (each enqueue its own task at its scheduled time, whether or not the last
+/// one returned) for `--seconds`; each job carries the time just before its enqueue
+/// call, and the handler records its start minus that.
+pub async fn latency(args: &Args) -> Result<serde_json::Value, Error> {
+    let store = connect(args).await?;
+    let deadline = args.deadline();
+    let samples: Arc<Mutex<Vec<f64>>> = Arc::new(Mutex::new(Vec::new()));
+    let sink = samples.clone();
+    micros();
+    let worker = builder(store.clone(), args)
+        .handler_fn(KIND, move |_ctx: JobContext, p: serde_json::Value| {
+            let started = micros();
+            let enqueued = p["t"].as_u64().unwrap_or(started);
+            if let Ok(mut samples) = sink.lock() {
+                samples.push(started.saturating_sub(enqueued) as f64 / 1000.0);
+            }
+            async { Ok(()) }
+        })
+        .build()?;
+    let running = Running::start(worker);
+    // Let the worker register and start listening before the first arrival.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let total: u64 = args
+        .rates
+        .iter()
+        .map(|r| (r * args.seconds).round() as u64)
+        .sum();
+    let mut progress = Progress::new(total);
+    let mut results = Vec::new();
+    let mut expected = 0_u64;
+    for &rate in &args.rates {
+        let n = (rate * args.seconds).round() as u64;
+        let first = expected as usize;
+        expected += n;
+        let start = tokio::time::Instant::now();
+        let mut producers = Vec::new();
+        for k in 0..n {
+            let at = start + Duration::from_secs_f64(k as f64 / rate);
+            if at >= deadline {
+                break;
+            }
+            tokio::time::sleep_until(at).await;
+            let store = store.clone();
+            let queue = args.queue.clone();
+            producers.push(tokio::spawn(async move {
+                let job = NewJob::new(queue, KIND, json!({ "t": micros() }));
+                store
+                    .job_enqueue(JobEnqueueParams {
+                        jobs: vec![job],
+                        default_max_attempts: 3,
+                        now: None,
+                    })
+                    .await
+            }));
+            progress.tick(samples.lock().map(|s| s.len() as u64).unwrap_or(0));
+        }
+        let arrivals = start.elapsed().as_secs_f64();
+        for producer in producers {
+            producer.await??;
+        }
+        // Wait for this rate's jobs to start (or the time limit).
+        loop {
+            let seen = samples.lock().map(|s| s.len() as u64).unwrap_or(0);
+            progress.tick(seen);
+            if seen >= expected || tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let mut mine = samples
+            .lock()
+            .map(|s| s.get(first..).unwrap_or_default().to_vec())
+            .unwrap_or_default();
+        mine.sort_by(f64::total_cmp);
+        results.push(json!({
+            "rate": rate,
+            "jobs": n,
+            "started": mine.len(),
+            "achieved_rate": n as f64 / arrivals.max(1e-9),
+            "p50_ms": protocol::percentile(&mine, 50.0),
+            "p99_ms": protocol::percentile(&mine, 99.0),
+            "max_ms": mine.last().copied().unwrap_or(0.0),
+        }));
+    }
+    running.stop().await?;
+    Ok(json!({ "rates": results }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_poison_jobs_fail_their_last_attempt_and_about_30_percent_of_others_fail() {
+        let (mut attempts, mut failed) = (0_u32, 0_u32);
+        for i in 1..10_000_u64 {
+            if i % 100 == 0 {
+                assert!((1..=5).all(|a| attempt_fails(i, a, 30, 100)));
+                continue;
+            }
+            assert!(!attempt_fails(i, 5, 30, 100));
+            for a in 1..=5 {
+                attempts += 1;
+                if attempt_fails(i, a, 30, 100) {
+                    failed += 1;
+                } else {
+                    break;
+                }
+            }
+        }
+        let share = f64::from(failed) / f64::from(attempts);
+        assert!((0.27..0.33).contains(&share), "{share}");
+    }
+}

@@ -1,0 +1,149 @@
+//! `revenant-bench`: revenant's side of the benchmark harness in `bench/` (its README
+//! says what each workload measures and how the figures are compared).
+//!
+//! One invocation does one task against one system and prints one JSON line of
+//! figures on stdout; while it runs it prints `@progress DONE TOTAL` lines on stderr
+//! for the harness's live display. Every task stops by itself at `--time-limit`.
+//!
+//! Systems:
+//!
+//! - `revenant`: the library's public API, `revenant::connect(url)` and a
+//!   [`revenant::runtime::Worker`] with a no-op handler (the full runtime: fetcher,
+//!   executors, heartbeats, batched completer, maintenance);
+//! - `store`: the same store's `job_claim`/`job_complete` in a loop with no runtime
+//!   (a diagnostic: what the runtime costs on top of the store's SQL);
+//! - `ceiling`: raw SQL on revenant's own tables, the claim and complete statements
+//!   in `ceiling/<backend>/` with no library around them (the harness's ceiling).
+//!
+//! Tasks:
+//!
+//! - `enqueue`: `--jobs` no-op jobs, `--batch` per call (1: one at a time);
+//! - `drain`: run `--concurrency` slots until `--jobs` jobs of the queue are finished
+//!   (every process of a multi-process drain waits for the whole queue);
+//! - `failures`: enqueue and drain `--jobs` jobs where `--fail-percent` of attempts
+//!   fail transiently and every `--poison-every`-th job always fails, at most 5
+//!   attempts; checks that exactly the poison jobs end dead;
+//! - `latency`: open-loop arrivals at each of `--rates` jobs/s for `--seconds` each,
+//!   enqueue-to-start p50/p99/max (the handler's start, same process clock).
+
+mod ceiling;
+mod driver;
+mod protocol;
+
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+/// What to run.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "revenant-bench",
+    about = "revenant's benchmark driver (see bench/README.md)"
+)]
+pub struct Args {
+    /// The system to drive.
+    #[arg(long, value_enum)]
+    pub system: System,
+    /// The task.
+    #[arg(long, value_enum)]
+    pub task: Task,
+    /// The database: `postgres://...` or `sqlite://PATH`.
+    #[arg(long)]
+    pub url: String,
+    /// The queue.
+    #[arg(long, default_value = "bench")]
+    pub queue: String,
+    /// Jobs to enqueue (enqueue, failures) or to wait for (drain).
+    #[arg(long, default_value_t = 10_000)]
+    pub jobs: usize,
+    /// Jobs per enqueue call (1: one at a time, each its own transaction).
+    #[arg(long, default_value_t = 1000)]
+    pub batch: usize,
+    /// Jobs at once (the worker's slots; the ceiling's and the store loop's claim size).
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+    /// Stop after this many seconds, with whatever was done.
+    #[arg(long, default_value_t = 60.0)]
+    pub time_limit: f64,
+    /// failures: percent of attempts that fail transiently.
+    #[arg(long, default_value_t = 30)]
+    pub fail_percent: u32,
+    /// failures: every n-th job always fails (0: none).
+    #[arg(long, default_value_t = 100)]
+    pub poison_every: usize,
+    /// latency: arrival rates, jobs/s.
+    #[arg(long, value_delimiter = ',', default_value = "10,100,1000")]
+    pub rates: Vec<f64>,
+    /// latency: seconds of arrivals per rate.
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// The worker's `claim_cooldown`, in ms. Default: the library's. For trying a
+    /// hypothesis from the harness, not used by `bench/run`.
+    #[arg(long)]
+    pub claim_cooldown_ms: Option<u64>,
+    /// The worker's `poll_interval`, in ms. Default: the library's.
+    #[arg(long)]
+    pub poll_interval_ms: Option<u64>,
+}
+
+/// The system under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum System {
+    /// The library and its worker runtime.
+    Revenant,
+    /// The store's claim and complete in a loop, no runtime.
+    Store,
+    /// Raw SQL on revenant's tables.
+    Ceiling,
+}
+
+/// The task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Task {
+    /// Enqueue jobs.
+    Enqueue,
+    /// Drain the queue.
+    Drain,
+    /// Drain with failing attempts and poison jobs.
+    Failures,
+    /// Enqueue-to-start latency under open-loop arrivals.
+    Latency,
+}
+
+impl Args {
+    fn deadline(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now() + Duration::from_secs_f64(self.time_limit.max(0.1))
+    }
+}
+
+fn main() {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        // Off by default: W2's dead letters are error events by design, and a failing
+        // driver says why on stderr anyway. RUST_LOG turns logs on.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+    let runtime = tokio::runtime::Runtime::new().expect("an async runtime");
+    let result = runtime.block_on(async {
+        match (args.system, args.task) {
+            (System::Ceiling, Task::Enqueue) => ceiling::enqueue(&args).await,
+            (System::Ceiling, Task::Drain) => ceiling::drain(&args).await,
+            (System::Store, Task::Drain) => driver::store_drain(&args).await,
+            (System::Revenant | System::Store, Task::Enqueue) => driver::enqueue(&args).await,
+            (System::Revenant, Task::Drain) => driver::drain(&args).await,
+            (System::Revenant, Task::Failures) => driver::failures(&args).await,
+            (System::Revenant, Task::Latency) => driver::latency(&args).await,
+            (system, task) => Err(format!("{system:?} does not do {task:?}").into()),
+        }
+    });
+    match result {
+        Ok(figures) => protocol::result(&figures),
+        Err(err) => {
+            eprintln!("revenant-bench: {err}");
+            std::process::exit(1);
+        }
+    }
+}
