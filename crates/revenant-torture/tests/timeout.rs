@@ -192,7 +192,13 @@ async fn a_handler_blocking_its_thread_cannot_keep_a_job_running_forever(backend
     fleet.spec.concurrency = 2;
     fleet.spec.extra_args = vec!["--runtime-threads".into(), "2".into()];
     fleet.enqueue(blockers, 2).await;
-    let mut workers = fleet.spawn(3);
+    // Two workers run two blockers on their two threads, so nothing is left to fire a
+    // timeout and only the lease ends those attempts. The third runs one job at a time,
+    // so a thread is always free there and its attempts must end by the timeout.
+    let mut workers = fleet.spawn(2);
+    let mut spare = fleet.spec.clone();
+    spare.concurrency = 1;
+    workers.push(spare.spawn(2).expect("spawn a worker"));
     fleet
         .wait_finished(blockers, Duration::from_secs(scale(60, 300)), &workers)
         .await;
@@ -288,7 +294,7 @@ async fn a_handler_blocking_its_thread_cannot_keep_a_job_running_forever(backend
     assert!(rows.iter().all(|j| j.status.is_terminal()), "{measured}");
     assert!(
         by_timeout > 0,
-        "a free thread let the timeout fire: {measured}"
+        "the worker with a free thread should have ended its attempts by the timeout: {measured}"
     );
     assert!(report.is_safe(), "{report}");
     db.cleanup().await;

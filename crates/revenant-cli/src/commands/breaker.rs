@@ -167,12 +167,15 @@ pub fn table(states: &[DependencyState]) -> Result<(), CliError> {
             d.trips.to_string(),
             match (&d.probe, d.probe_at) {
                 (Some(probe), _) => format!("in flight (job {})", probe.job_id),
-                (None, Some(at)) => {
+                (None, Some(at)) if at - now >= chrono::Duration::seconds(1) => {
                     format!(
                         "in {}",
                         output::age((at - now).num_milliseconds() as f64 / 1e3)
                     )
                 }
+                (None, Some(at)) if at > now => "in <1s".to_string(),
+                // The cool-down is over: the next job of the key (or the sweep) goes.
+                (None, Some(_)) => "due".to_string(),
                 (None, None) => "-".to_string(),
             },
             d.rate_limit.as_ref().map_or("-".to_string(), |r| {

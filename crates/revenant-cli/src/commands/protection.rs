@@ -42,7 +42,7 @@ pub struct ProtectionArgs {
     /// budget off.
     #[arg(long, default_value_t = 0.2, value_name = "SHARE")]
     pub retry_budget: f64,
-    /// Retries the budget allows per window whatever the share says.
+    /// Retries the budget allows per `--breaker-window` whatever the share says.
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub retry_budget_min: u32,
 }

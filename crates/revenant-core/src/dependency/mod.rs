@@ -8,14 +8,14 @@
 //! URL's host), and per key:
 //!
 //! ```text
-//!                 failure share >= threshold (over >= min_requests answers)
-//!     ┌────────┐ ───────────────────────────────────────────────► ┌──────┐
-//!     │ closed │                                                   │ open │ ◄─┐
-//!     └────────┘ ◄──────────┐                                      └──────┘   │
-//!                probe ok    │        cool-down over: one probe goes  │       │ probe failed:
-//!                         ┌───────────┐ ◄──────────────────────────────┘       │ cool-down x2
-//!                         │ half_open │ ───────────────────────────────────────┘
-//!                         └───────────┘
+//!             failure share >= threshold (at least min answers in the window)
+//!   ┌────────┐ ─────────────────────────────────────────────────► ┌──────┐
+//!   │ closed │                                                     │ open │ ◄──┐
+//!   └────────┘ ◄──────────┐                                        └──────┘    │
+//!      probe succeeded     │        cool-down over: one job is the probe │     │ probe failed:
+//!                    ┌───────────┐ ◄─────────────────────────────────────┘     │ cool-down x2
+//!                    │ half_open │ ────────────────────────────────────────────┘
+//!                    └───────────┘
 //! ```
 //!
 //! - **Breaker** ([`BreakerPolicy`]): while open, claimed jobs of the key go back to

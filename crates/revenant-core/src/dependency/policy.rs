@@ -210,7 +210,9 @@ pub struct RateLimit {
     #[serde(default = "one")]
     pub burst: u32,
     /// A job whose turn is at most this far away waits for it in its worker slot;
-    /// one further away goes back to the queue until its turn. Default 1 s.
+    /// one further away goes back to the queue until its turn. Default 1 s. Never
+    /// more than a third of the job's lease (the lease is not heartbeated before the
+    /// handler starts).
     #[serde(default = "one_second", with = "crate::backoff::duration_str")]
     pub max_wait: Duration,
 }

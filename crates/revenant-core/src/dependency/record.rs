@@ -322,7 +322,9 @@ impl DependencyRecord {
         if let Some(rate) = &policy.rate_limit {
             let t = rate.interval_us();
             let tolerance = t * (i64::from(rate.burst) - 1);
-            let max_wait = us(rate.max_wait);
+            // Never wait in the slot longer than a third of the lease: the lease is
+            // not heartbeated before the handler starts.
+            let max_wait = us(rate.max_wait).min(us(probe_lease) / 3);
             // A new job takes the next turn on the schedule, behind every turn already
             // given out; a job back at its turn has one.
             let turn = if request.reserved {

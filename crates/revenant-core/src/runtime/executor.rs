@@ -12,6 +12,10 @@
 //!   (back to `ready`, attempt given back).
 //! - Otherwise [`decide`] turns the outcome into a transition, which is written through
 //!   the completer (completes and failures, batched) or directly (snooze, cancel).
+//! - A job that calls a protected dependency (it came through the dependency gate
+//!   with a ticket) first waits for its rate-limit turn and this process's spacing,
+//!   and its answer (success, transient failure, or neither) is counted for the
+//!   dependency's breaker afterwards.
 
 use std::any::Any;
 use std::sync::Arc;
