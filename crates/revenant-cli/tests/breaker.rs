@@ -66,6 +66,7 @@ async fn claim_and_ask(store: &Arc<dyn Store>, n: usize) -> Vec<i64> {
             worker: "w1".into(),
             limit: n as u32,
             lease: Duration::from_secs(60),
+            reclaim: true,
             now: None,
         })
         .await

@@ -81,6 +81,7 @@ async fn kill(store: &dyn Store, kind: &str, reason: DeadReason, messages: &[Str
             worker: "worker-1".into(),
             limit: 1_000,
             lease: Duration::from_secs(60),
+            reclaim: true,
             now: None,
         })
         .await
@@ -293,6 +294,7 @@ async fn the_operator_story(url: String) {
             worker: "worker-2".into(),
             limit: 1_000,
             lease: Duration::from_secs(60),
+            reclaim: true,
             now: Some(redriven[199].run_at),
         })
         .await

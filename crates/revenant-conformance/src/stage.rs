@@ -81,6 +81,7 @@ pub fn claim_params(queue: &str, worker: &str, limit: u32, now: Timestamp) -> Jo
         worker: worker.to_string(),
         limit,
         lease: LEASE,
+        reclaim: true,
         now: Some(now),
     }
 }

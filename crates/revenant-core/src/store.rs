@@ -72,6 +72,12 @@ pub struct Enqueued {
 /// `lease_expires_at = now + lease`. An expired job with no attempt left is not
 /// claimed but made dead with reason `lease_expired`. A reclaimed expired job gets a
 /// `lease_expired` entry in its history for the attempt that was lost.
+///
+/// A claim takes at most one expired lease, and none when `reclaim` is false: the jobs
+/// a crashed process held expire together, and reclaimed in one batch they would share
+/// a process again, so a job that crashes its worker would take the same neighbours
+/// down with it on every attempt. The runtime claims with `reclaim: false` while it
+/// runs a job it reclaimed (see the fetcher).
 #[derive(Debug, Clone)]
 pub struct JobClaimParams {
     /// The queue.
@@ -82,6 +88,8 @@ pub struct JobClaimParams {
     pub limit: u32,
     /// The lease length.
     pub lease: Duration,
+    /// Take an expired lease (at most one) as well as ready jobs. Usually true.
+    pub reclaim: bool,
     /// The clock.
     pub now: Option<Timestamp>,
 }

@@ -59,6 +59,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         worker: format!("bench-{s}"),
                         limit: u32::try_from(batch).unwrap_or(u32::MAX),
                         lease: Duration::from_secs(60),
+                        reclaim: true,
                         now: None,
                     })
                     .await

@@ -1,6 +1,6 @@
 -- job_claim: lease up to $3 claimable jobs of queue $2 to worker $4 for $5 ms.
 -- $1: now (NULL: the database clock). $6: how many history entries a job keeps. $7: the
--- lease_expired fingerprint. Every expired lease (made dead or reclaimed) is logged in
+-- lease_expired fingerprint. $8: take an expired lease (at most one) as well. Every expired lease (made dead or reclaimed) is logged in
 -- attempt_failures.
 --
 -- Ready jobs and expired leases are picked separately, each with FOR UPDATE SKIP
@@ -91,8 +91,9 @@ expired AS (
     -- At most one expired lease per claim: the jobs a crashed process held expire
     -- together, and reclaimed in one batch they would share a process again, so a job
     -- that crashes its worker would take the same neighbours down with it on every
-    -- attempt. One per claim spreads them over claims and processes.
-    LIMIT 1
+    -- attempt. One per claim spreads them over claims and processes; none while the
+    -- claiming process runs one it reclaimed ($8 false).
+    LIMIT CASE WHEN $8::boolean THEN 1 ELSE 0 END
     FOR UPDATE OF j SKIP LOCKED
 ),
 -- Within a priority, an expired lease goes before ready jobs: its attempt had started

@@ -864,6 +864,7 @@ impl Store for PgStore {
             .bind(millis(params.lease))
             .bind(history_limit())
             .bind(fingerprint::lease_expired())
+            .bind(params.reclaim)
             .fetch_all(&self.inner.pool)
             .await
             .classified()?;

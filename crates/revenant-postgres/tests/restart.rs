@@ -180,6 +180,7 @@ fn claim(limit: u32) -> JobClaimParams {
         worker: "w".to_string(),
         limit,
         lease: Duration::from_secs(60),
+        reclaim: true,
         now: None,
     }
 }

@@ -39,6 +39,7 @@ fn claim(queue: &str, limit: u32, now: Option<Timestamp>) -> JobClaimParams {
         worker: "worker-a".to_string(),
         limit,
         lease: Duration::from_secs(30),
+        reclaim: true,
         now,
     }
 }

@@ -5,6 +5,11 @@
 // controls once, and `refresh(ctx)`, which fetches and redraws its data regions. The
 // loop calls `refresh` every REFRESH_MS; a region whose HTML did not change is left
 // alone, so a refresh never steals focus or closes what the user is doing.
+//
+// There is no unmount: the next view's `mount` replaces `main`'s content, and what
+// it drew goes with it. So `mount` wires its listeners to elements it drew, never to
+// `main` itself, which outlives every view: a listener there would stay, and another
+// be added on each visit, so one click would act once per visit.
 
 import * as api from "./api.js";
 import { html, raw, escape, tickTimes } from "./format.js";
@@ -14,6 +19,7 @@ import dead from "./views/dead.js";
 import job from "./views/job.js";
 import jobs from "./views/jobs.js";
 import workers from "./views/workers.js";
+import dependencies from "./views/dependencies.js";
 
 const REFRESH_MS = 5000;
 
@@ -24,6 +30,7 @@ const routes = [
   [/^\/job\/(\d+)$/, job, (m) => ({ id: m[1] })],
   [/^\/jobs$/, jobs, () => ({})],
   [/^\/workers$/, workers, () => ({})],
+  [/^\/dependencies$/, dependencies, () => ({})],
 ];
 
 const $ = (sel) => document.querySelector(sel);

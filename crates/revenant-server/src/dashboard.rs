@@ -32,6 +32,7 @@ const FILES: &[(&str, &[u8])] = &[
     dashboard_file!("chart.js"),
     dashboard_file!("views/alerts.js"),
     dashboard_file!("views/dead.js"),
+    dashboard_file!("views/dependencies.js"),
     dashboard_file!("views/job.js"),
     dashboard_file!("views/jobs.js"),
     dashboard_file!("views/jobs-table.js"),

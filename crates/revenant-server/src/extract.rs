@@ -7,7 +7,8 @@
 //!   (`jobs[2].priority`).
 //! - [`OptionalJsonBody`]: the same, but an empty body is the type's default.
 //! - [`QueryParams`]: the query string, unknown parameters refused.
-//! - [`JobIdPath`] and [`QueuePath`]: the `{id}` and `{name}` of a route.
+//! - [`JobIdPath`], [`QueuePath`] and [`DependencyPath`]: the `{id}`, `{name}` and
+//!   `{key}` of a route.
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, RawPathParams, Request};
@@ -199,6 +200,21 @@ impl<S: Send + Sync> FromRequestParts<S> for QueuePath {
         let name = path_param(parts, state, "name").await?;
         names::validate_name("name", &name)?;
         Ok(QueuePath(name))
+    }
+}
+
+/// The `{key}` of a dependency route: a valid dependency key (any text without
+/// control characters, at most 255 bytes), as `revenant breaker` accepts it.
+#[derive(Debug, Clone)]
+pub struct DependencyPath(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for DependencyPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let key = path_param(parts, state, "key").await?;
+        names::validate_key("key", &key)?;
+        Ok(DependencyPath(key))
     }
 }
 

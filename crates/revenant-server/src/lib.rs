@@ -5,8 +5,10 @@
 //!   (heartbeat, complete, fail, snooze), every call fenced on the lease token exactly
 //!   as the library's are: a stale worker's call changes nothing and answers 409
 //!   `lease_lost`;
-//! - operators read jobs, triage and redrive dead letters, pause queues, and read the
-//!   four numbers, the alert rules' state and the worker registry;
+//! - operators read jobs, triage and redrive dead letters, pause queues, hold open,
+//!   close or release dependency breakers, and read the four numbers, the
+//!   dependencies' breakers, rate limits and retry budgets, the alert rules' state and
+//!   the worker registry;
 //! - `/metrics` (Prometheus), `/healthz`, `/readyz`, `/openapi.json`, and the web
 //!   dashboard at `/`.
 //!

@@ -1,12 +1,17 @@
 //! The API end to end over real HTTP on a loopback port, on SQLite and PostgreSQL:
 //! producers enqueue, remote workers claim, heartbeat, complete, fail and snooze under
-//! fenced leases, operators triage, redrive and purge dead letters and pause queues.
+//! fenced leases, operators triage, redrive and purge dead letters, pause queues and
+//! hold, close and release dependency breakers.
 
 mod support;
 
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
+use revenant::dependency::{DependencyPolicy, RateLimit};
+use revenant::store::{DependencyAcquireParams, LeaseRef, Permit, PermitRequest};
+use revenant::LeaseToken;
+use revenant_server::{Scope, ServerConfig, Token, Tokens};
 use serde_json::{json, Value};
 use support::{eventually, ids, Backend, TestServer};
 
@@ -14,6 +19,7 @@ const CREATED: StatusCode = StatusCode::CREATED;
 const OK: StatusCode = StatusCode::OK;
 const BAD: StatusCode = StatusCode::BAD_REQUEST;
 const CONFLICT: StatusCode = StatusCode::CONFLICT;
+const NOT_FOUND: StatusCode = StatusCode::NOT_FOUND;
 
 on_both_backends!(
     enqueue_one_and_many_and_read_them_back,
@@ -27,6 +33,9 @@ on_both_backends!(
     cancel_stops_a_job_and_its_worker_loses_the_lease,
     queue_numbers_history_stats_and_metrics_agree,
     a_claim_waits_for_a_job_when_asked,
+    dependencies_are_listed_held_open_closed_and_released,
+    closing_a_breaker_releases_its_parked_jobs,
+    dependency_routes_need_the_admin_scope,
 );
 
 async fn server(backend: Backend) -> Option<TestServer> {
@@ -969,5 +978,337 @@ async fn a_claim_waits_for_a_job_when_asked(backend: Backend) {
         .await;
     assert_eq!(empty["jobs"], json!([]));
     assert!(started.elapsed() >= Duration::from_millis(300));
+    s.finish().await;
+}
+
+/// The keys of a `{"dependencies": [...]}` answer, in its order.
+fn keys(answer: &Value) -> Vec<String> {
+    answer["dependencies"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no dependencies in {answer}"))
+        .iter()
+        .map(|d| d["dependency"].as_str().expect("a key").to_string())
+        .collect()
+}
+
+/// `GET /metrics` as text.
+async fn metrics(s: &TestServer) -> String {
+    let response = s.raw(Method::GET, "/metrics").send().await.unwrap();
+    assert_eq!(response.status(), OK);
+    response.text().await.unwrap()
+}
+
+async fn dependencies_are_listed_held_open_closed_and_released(backend: Backend) {
+    let Some(s) = server(backend).await else {
+        return;
+    };
+    assert_eq!(s.get("/v1/dependencies").await, json!({"dependencies": []}));
+    let error = s
+        .get_err("/v1/dependencies/email-provider", NOT_FOUND, "not_found")
+        .await;
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("email-provider"),
+        "{error}"
+    );
+
+    // Held open before its first job: created, open, held, no probe planned.
+    let held = s
+        .post("/v1/dependencies/email-provider/open", json!({}), OK)
+        .await;
+    assert_eq!(held["dependency"], "email-provider");
+    assert_eq!(held["breaker"], "open");
+    assert_eq!(held["held_open"], true);
+    assert_eq!(held["probe_at"], Value::Null);
+    assert_eq!(held["probe"], Value::Null);
+    assert_eq!(held["trips"], 1);
+    assert!(held["opened_at"].is_string(), "{held}");
+    assert_eq!(
+        held["waiting"],
+        json!({"breaker": 0, "rate_limit": 0, "retry_budget": 0})
+    );
+    for field in ["window_secs", "failure_share", "threshold", "min_requests"] {
+        assert!(held["answers"][field].is_number(), "{field}: {held}");
+    }
+    // Opening twice changes nothing more.
+    let again = s
+        .post("/v1/dependencies/email-provider/open", json!({}), OK)
+        .await;
+    assert_eq!(again["trips"], 1);
+    assert_eq!(again["held_open"], true);
+
+    // Any text without control characters is a key: a host, spaces, a slash, accents.
+    s.post("/v1/dependencies/api.mail.example/open", json!({}), OK)
+        .await;
+    let odd = s
+        .post(
+            "/v1/dependencies/z%C3%BCrich%20smtp%2Feu/open",
+            json!({}),
+            OK,
+        )
+        .await;
+    assert_eq!(odd["dependency"], "zürich smtp/eu");
+    let listed = s.get("/v1/dependencies").await;
+    assert_eq!(
+        keys(&listed),
+        vec!["api.mail.example", "email-provider", "zürich smtp/eu"]
+    );
+    let one = s.get("/v1/dependencies/email-provider").await;
+    assert_eq!(one["breaker"], "open");
+    assert_eq!(one["held_open"], true);
+    assert_eq!(
+        s.get("/v1/dependencies/z%C3%BCrich%20smtp%2Feu").await["dependency"],
+        "zürich smtp/eu"
+    );
+
+    // The gauges follow, as `revenant metrics` prints them.
+    let text = metrics(&s).await;
+    for line in [
+        "revenant_dependency_breaker_state{dependency=\"email-provider\"} 2",
+        "revenant_dependency_held_open{dependency=\"email-provider\"} 1",
+        "revenant_dependency_breaker_trips{dependency=\"email-provider\"} 1",
+        "revenant_dependency_waiting_jobs{dependency=\"email-provider\",reason=\"breaker\"} 0",
+    ] {
+        assert!(text.contains(line), "{line} not in\n{text}");
+    }
+
+    // Close: closed now, the hold gone.
+    let closed = s
+        .post("/v1/dependencies/email-provider/close", json!({}), OK)
+        .await;
+    assert_eq!(closed["breaker"], "closed");
+    assert_eq!(closed["held_open"], false);
+    assert_eq!(closed["probe_at"], Value::Null);
+    assert_eq!(
+        s.get("/v1/dependencies/email-provider").await["breaker"],
+        "closed"
+    );
+    assert!(metrics(&s)
+        .await
+        .contains("revenant_dependency_breaker_state{dependency=\"email-provider\"} 0"));
+    // Auto on a closed breaker: nothing to release, it stays closed.
+    let auto = s
+        .post("/v1/dependencies/email-provider/auto", json!({}), OK)
+        .await;
+    assert_eq!(auto["breaker"], "closed");
+    assert_eq!(auto["held_open"], false);
+
+    // Auto on a held breaker: still open, no longer held, a probe due at once.
+    let released = s
+        .post("/v1/dependencies/api.mail.example/auto", json!({}), OK)
+        .await;
+    assert_eq!(released["breaker"], "open");
+    assert_eq!(released["held_open"], false);
+    let probe_at = chrono::DateTime::parse_from_rfc3339(
+        released["probe_at"].as_str().expect("a probe is due"),
+    )
+    .unwrap();
+    assert!(
+        probe_at <= chrono::Utc::now() + chrono::Duration::seconds(1),
+        "{released}"
+    );
+
+    // A bad key names the field; nothing is created.
+    let long = "k".repeat(256);
+    for key in ["bad%0Akey", "tab%09", "del%7F", long.as_str()] {
+        let error = s
+            .get_err(&format!("/v1/dependencies/{key}"), BAD, "invalid_field")
+            .await;
+        assert_eq!(error["field"], "key", "{key}: {error}");
+        for action in ["open", "close", "auto"] {
+            let error = s
+                .post_err(
+                    &format!("/v1/dependencies/{key}/{action}"),
+                    json!({}),
+                    BAD,
+                    "invalid_field",
+                )
+                .await;
+            assert_eq!(error["field"], "key", "{key}/{action}: {error}");
+            assert!(
+                error["message"].as_str().unwrap().starts_with("key: "),
+                "{error}"
+            );
+        }
+    }
+    // 255 bytes is the longest key.
+    let longest = "k".repeat(255);
+    s.post(&format!("/v1/dependencies/{longest}/open"), json!({}), OK)
+        .await;
+    assert_eq!(keys(&s.get("/v1/dependencies").await).len(), 4);
+    // Unknown actions and methods are the router's JSON refusals.
+    s.post_err(
+        "/v1/dependencies/email-provider/reset",
+        json!({}),
+        NOT_FOUND,
+        "not_found",
+    )
+    .await;
+    let (status, answer) = s
+        .call(Method::POST, "/v1/dependencies/email-provider", None)
+        .await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{answer}");
+    s.finish().await;
+}
+
+async fn closing_a_breaker_releases_its_parked_jobs(backend: Backend) {
+    let Some(s) = server(backend).await else {
+        return;
+    };
+    let enqueued = enqueue(&s, "emails", "send_receipt", 3).await;
+    s.post("/v1/dependencies/email-provider/open", json!({}), OK)
+        .await;
+    // A worker protecting the dependency claims the jobs and asks for permits, as
+    // `revenant work` does between a claim and the handler: the held breaker parks
+    // them, attempts given back.
+    let claimed = claim(&s, "emails", "breaker-worker", 3).await;
+    assert_eq!(claimed.len(), 3);
+    let policy =
+        DependencyPolicy::default().with_rate_limit(RateLimit::per_second(20.0).with_burst(2));
+    let permits = s
+        .store
+        .dependency_acquire(DependencyAcquireParams {
+            dependency: "email-provider".into(),
+            policy,
+            worker: "breaker-worker".into(),
+            lease: Duration::from_secs(30),
+            requests: claimed
+                .iter()
+                .map(|job| PermitRequest {
+                    lease: LeaseRef {
+                        id: job["id"].as_i64().unwrap(),
+                        lease_token: LeaseToken(token(job)),
+                    },
+                    retry_delay: Duration::from_secs(10),
+                })
+                .collect(),
+            now: None,
+        })
+        .await
+        .expect("acquire");
+    assert!(
+        permits
+            .permits
+            .iter()
+            .all(|p| matches!(p, Permit::Wait { .. })),
+        "{permits:?}"
+    );
+
+    let parked = s.get("/v1/dependencies/email-provider").await;
+    assert_eq!(
+        parked["waiting"],
+        json!({"breaker": 3, "rate_limit": 0, "retry_budget": 0})
+    );
+    // The worker's policy is stored with the key: the rate limit and budget show.
+    assert_eq!(parked["rate_limit"]["per_second"], 20.0);
+    assert_eq!(parked["rate_limit"]["burst"], 2);
+    assert!(parked["rate_limit"]["tokens"].is_number(), "{parked}");
+    assert!(parked["retry_budget"]["ratio"].is_number(), "{parked}");
+    assert!(parked["retry_budget"]["allowed"].is_number(), "{parked}");
+    assert!(metrics(&s).await.contains(
+        "revenant_dependency_waiting_jobs{dependency=\"email-provider\",reason=\"breaker\"} 3"
+    ));
+    // Parked jobs are ready again, an hour ahead, their attempt given back.
+    for id in &enqueued {
+        let job = s.get(&format!("/v1/jobs/{id}")).await;
+        assert_eq!(job["state"], "ready");
+        assert_eq!(job["attempt"], 0);
+    }
+    assert!(claim(&s, "emails", "w", 3).await.is_empty(), "parked");
+
+    // Close: the parked jobs are released on the rate limit's turns (20/s: all three
+    // within a few hundred milliseconds).
+    let closed = s
+        .post("/v1/dependencies/email-provider/close", json!({}), OK)
+        .await;
+    assert_eq!(closed["breaker"], "closed");
+    assert_eq!(closed["held_open"], false);
+    assert_eq!(closed["waiting"]["breaker"], 0);
+    let mut taken: Vec<i64> = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while taken.len() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {taken:?} released"
+        );
+        let jobs = s
+            .post(
+                "/v1/claims",
+                json!({"queue": "emails", "worker": "w", "limit": 3}),
+                OK,
+            )
+            .await;
+        taken.extend(ids(&jobs));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    taken.sort_unstable();
+    let mut expected = enqueued.clone();
+    expected.sort_unstable();
+    assert_eq!(taken, expected);
+    s.finish().await;
+}
+
+async fn dependency_routes_need_the_admin_scope(backend: Backend) {
+    const PRODUCER: &str = "producer-0123456789abcdef";
+    const ADMIN: &str = "admin-0123456789abcdef";
+    const SCRAPER: &str = "scraper-0123456789abcdef";
+    let Some(mut s) = TestServer::with_config(
+        backend,
+        ServerConfig {
+            tokens: Tokens::new(vec![
+                Token::new("billing", PRODUCER, vec![Scope::Produce]),
+                Token::new("ops", ADMIN, vec![Scope::Admin]),
+                Token::new("prometheus", SCRAPER, vec![Scope::Metrics]),
+            ]),
+            ..ServerConfig::default()
+        },
+    )
+    .await
+    else {
+        return;
+    };
+    for (method, path) in [
+        (Method::GET, "/v1/dependencies"),
+        (Method::GET, "/v1/dependencies/email-provider"),
+        (Method::POST, "/v1/dependencies/email-provider/open"),
+        (Method::POST, "/v1/dependencies/email-provider/close"),
+        (Method::POST, "/v1/dependencies/email-provider/auto"),
+    ] {
+        for token in [PRODUCER, SCRAPER] {
+            let (status, answer) = s.call_as(Some(token), method.clone(), path, None).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {answer}");
+            assert_eq!(answer["error"]["code"], "forbidden");
+            assert!(
+                answer["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("admin"),
+                "{answer}"
+            );
+        }
+        let (status, answer) = s.call_as(None, method.clone(), path, None).await;
+        assert_eq!(
+            status,
+            StatusCode::UNAUTHORIZED,
+            "{method} {path}: {answer}"
+        );
+    }
+    s.token = Some(ADMIN.to_string());
+    assert_eq!(
+        s.get("/v1/dependencies").await,
+        json!({"dependencies": []}),
+        "a refused open wrote nothing"
+    );
+    s.post("/v1/dependencies/email-provider/open", json!({}), OK)
+        .await;
+    // The scraper reads the breaker's gauge.
+    s.token = Some(SCRAPER.to_string());
+    let text = metrics(&s).await;
+    assert!(
+        text.contains("revenant_dependency_breaker_state{dependency=\"email-provider\"} 2"),
+        "{text}"
+    );
     s.finish().await;
 }

@@ -1,8 +1,13 @@
 //! `openapi.json` and the router agree: the same paths and methods, each operation's
-//! `x-revenant-scope` is the scope the router checks, and every `$ref` resolves.
+//! `x-revenant-scope` is the scope the router checks, and every `$ref` resolves. The
+//! schemas of answers served straight from the core's types match those types, every
+//! field and every null included.
 
 use std::collections::BTreeSet;
 
+use revenant::dependency::{
+    Answers, BreakerState, BudgetState, DependencyState, ProbeView, RateState, WaitingCounts,
+};
 use revenant_server::{OPENAPI_JSON, ROUTES};
 use serde_json::Value;
 
@@ -120,4 +125,176 @@ fn collect_refs(value: &Value, out: &mut BTreeSet<String>) {
         Value::Array(items) => items.iter().for_each(|v| collect_refs(v, out)),
         _ => {}
     }
+}
+
+/// Checks `value` against `schema` for the subset of OpenAPI 3.0 the document uses
+/// (`type`, `nullable`, `enum`, `properties`, `required`, `additionalProperties:
+/// false`, `items`, `$ref`, a one-item `allOf`); returns the first mismatch's path.
+fn conforms(doc: &Value, schema: &Value, value: &Value, path: &str) -> Result<(), String> {
+    if let Some(reference) = schema["$ref"].as_str() {
+        let name = reference.trim_start_matches("#/components/schemas/");
+        return conforms(doc, &doc["components"]["schemas"][name], value, path);
+    }
+    if value.is_null() {
+        return if schema["nullable"] == Value::Bool(true) {
+            Ok(())
+        } else {
+            Err(format!("{path} is null but not nullable"))
+        };
+    }
+    if let Some(all) = schema["allOf"].as_array() {
+        for part in all {
+            conforms(doc, part, value, path)?;
+        }
+        return Ok(());
+    }
+    if let Some(choices) = schema["enum"].as_array() {
+        if !choices.contains(value) {
+            return Err(format!("{path} = {value} is not one of {choices:?}"));
+        }
+    }
+    let fits = match schema["type"].as_str() {
+        Some("object") => value.is_object(),
+        Some("array") => value.is_array(),
+        Some("string") => value.is_string(),
+        Some("number") => value.is_number(),
+        Some("integer") => value.is_i64() || value.is_u64(),
+        Some("boolean") => value.is_boolean(),
+        _ => true,
+    };
+    if !fits {
+        return Err(format!("{path} = {value} is not a {}", schema["type"]));
+    }
+    if let Some(object) = value.as_object() {
+        let properties = schema["properties"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        for required in schema["required"].as_array().into_iter().flatten() {
+            let name = required.as_str().unwrap();
+            if !object.contains_key(name) {
+                return Err(format!("{path}.{name} is required but missing"));
+            }
+        }
+        for (name, field) in object {
+            match properties.get(name) {
+                Some(field_schema) => {
+                    conforms(doc, field_schema, field, &format!("{path}.{name}"))?
+                }
+                None if schema["additionalProperties"] == Value::Bool(false) => {
+                    return Err(format!("{path}.{name} is not in the schema"))
+                }
+                None => {}
+            }
+        }
+    }
+    if let (Some(items), Some(values)) = (schema.get("items"), value.as_array()) {
+        for (i, item) in values.iter().enumerate() {
+            conforms(doc, items, item, &format!("{path}[{i}]"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every field of the core's `DependencyState` is in the `Dependency` schema, and the
+/// schema asks for nothing the type does not send: with every optional part present
+/// and with every one absent.
+#[test]
+fn the_dependency_schema_is_the_cores_dependency_state() {
+    let doc = document();
+    let at = chrono::DateTime::parse_from_rfc3339("2026-12-01T08:00:03.120Z")
+        .unwrap()
+        .to_utc();
+    let full = DependencyState {
+        dependency: "email-provider".into(),
+        breaker: BreakerState::HalfOpen,
+        held_open: false,
+        opened_at: Some(at),
+        probe_at: Some(at),
+        cooldown_secs: 5.0,
+        probe: Some(ProbeView {
+            job_id: 42,
+            worker: "host-1:123".into(),
+            expires_at: Some(at),
+        }),
+        answers: Answers {
+            window_secs: 10.0,
+            successes: 3.5,
+            failures: 12.0,
+            failure_share: 0.77,
+            threshold: 0.5,
+            min_requests: 10,
+        },
+        trips: 3,
+        changed_at: Some(at),
+        rate_limit: Some(RateState {
+            per_second: 45.0,
+            burst: 5,
+            tokens: 2.5,
+            next_turn_at: Some(at),
+            booked_secs: 1.25,
+        }),
+        retry_budget: Some(BudgetState {
+            ratio: 0.2,
+            min_retries: 10,
+            window_secs: 10.0,
+            fresh: 40.0,
+            retries: 3.0,
+            allowed: 10.0,
+        }),
+        waiting: WaitingCounts {
+            breaker: 40,
+            rate_limit: 2,
+            retry_budget: 1,
+        },
+    };
+    let bare = DependencyState {
+        breaker: BreakerState::Closed,
+        opened_at: None,
+        probe_at: None,
+        probe: Some(ProbeView {
+            expires_at: None,
+            ..full.probe.clone().unwrap()
+        }),
+        changed_at: None,
+        rate_limit: Some(RateState {
+            next_turn_at: None,
+            ..full.rate_limit.unwrap()
+        }),
+        ..full.clone()
+    };
+    let none = DependencyState {
+        probe: None,
+        rate_limit: None,
+        retry_budget: None,
+        ..bare.clone()
+    };
+    let schema = serde_json::json!({"$ref": "#/components/schemas/Dependency"});
+    for state in [&full, &bare, &none] {
+        let value = serde_json::to_value(state).unwrap();
+        conforms(&doc, &schema, &value, "Dependency").unwrap_or_else(|e| panic!("{e}\n{value}"));
+    }
+    // Every property the schema lists is sent (none is documented but never there).
+    let sent = serde_json::to_value(&full).unwrap();
+    let listed = doc["components"]["schemas"]["Dependency"]["properties"]
+        .as_object()
+        .unwrap();
+    let sent_keys: BTreeSet<&String> = sent.as_object().unwrap().keys().collect();
+    let listed_keys: BTreeSet<&String> = listed.keys().collect();
+    assert_eq!(sent_keys, listed_keys);
+    let list = serde_json::json!({"dependencies": [sent]});
+    conforms(
+        &doc,
+        &serde_json::json!({"$ref": "#/components/schemas/DependencyList"}),
+        &list,
+        "DependencyList",
+    )
+    .unwrap();
+    // And the checker does catch a mismatch.
+    let mut wrong = serde_json::to_value(&none).unwrap();
+    wrong["answers"]["extra"] = Value::Bool(true);
+    assert!(conforms(&doc, &schema, &wrong, "Dependency").is_err());
+    wrong = serde_json::to_value(&none).unwrap();
+    wrong["trips"] = Value::Null;
+    assert!(conforms(&doc, &schema, &wrong, "Dependency").is_err());
 }

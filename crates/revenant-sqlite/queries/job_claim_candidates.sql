@@ -1,5 +1,6 @@
 -- Claimable jobs of queue ?1 at time ?2, at most ?3: ready and due, or running with an
--- expired lease. A grouped job is a candidate only when no other job of its group is
+-- expired lease (at most ?4 of those: 1, or 0 while the claiming process runs one it
+-- reclaimed). A grouped job is a candidate only when no other job of its group is
 -- running and no earlier (lower id) job of its group is ready, so only a group's head
 -- can be claimed and a group runs one job at a time, in enqueue order.
 --
@@ -44,7 +45,7 @@ SELECT id, status, attempts, worker, lease_expires_at, errors FROM (
                   AND g.id <> j.id
                   AND (g.status = 'running' OR g.id < j.id)))
         ORDER BY j.priority DESC, j.run_at, j.id
-        LIMIT 1
+        LIMIT ?4
     )
 )
 ORDER BY priority DESC, status = 'running' DESC, run_at, id

@@ -871,6 +871,7 @@ impl Store for SqliteStore {
             .bind(&params.queue)
             .bind(now)
             .bind(i64::from(params.limit))
+            .bind(i64::from(params.reclaim))
             .fetch_all(&mut *tx)
             .await
             .map_err(classify)?;

@@ -268,6 +268,7 @@ async fn hostile_input_is_refused_by_name_or_stored_intact(backend: Backend) {
                     worker: "hostile".into(),
                     limit: 50,
                     lease: Duration::from_secs(60),
+                    reclaim: true,
                     now: Some(DateTime::<Utc>::MAX_UTC - chrono::Duration::days(1)),
                 })
                 .await

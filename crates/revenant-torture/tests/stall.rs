@@ -271,31 +271,52 @@ async fn a_sigstopped_worker_loses_its_leases_and_after_sigcont_its_acks_are_rej
         .wait_finished(jobs, Duration::from_secs(60), &both)
         .await;
     let stopped_for = micros(now_micros() - stopped_at);
-    both[0].signal(Signal::SIGCONT).unwrap();
+    // Read before the signal: the resumed worker may run (and answer) before this
+    // thread is scheduled again, and it can start nothing while it is stopped.
     let resumed_at = now_micros();
+    both[0].signal(Signal::SIGCONT).unwrap();
     // Every one of its attempts must learn it is over: a rejected heartbeat or ack.
-    wait_ledger(
-        &fleet.ledger_dir,
-        "the resumed worker to find its leases lost",
-        Duration::from_secs(30),
-        |events| {
-            let told: HashSet<i64> = events
+    let told = |events: &[Event]| -> HashSet<i64> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Ack {
+                    job,
+                    pid,
+                    result: AckResult::LeaseLost,
+                    t0,
+                    ..
+                } if *pid == frozen_pid && *t0 >= resumed_at => Some(*job),
+                _ => None,
+            })
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let events = revenant_torture::ledger::read_dir(&fleet.ledger_dir).unwrap_or_default();
+        if told(&events).len() >= jobs {
+            break;
+        }
+        if std::time::Instant::now() >= deadline {
+            // What the resumed worker did do, to tell a hang from a slow machine.
+            let since: Vec<String> = events
                 .iter()
-                .filter_map(|e| match e {
-                    Event::Ack {
-                        job,
-                        pid,
-                        result: AckResult::LeaseLost,
-                        t0,
-                        ..
-                    } if *pid == frozen_pid && *t0 >= resumed_at => Some(*job),
-                    _ => None,
+                .filter(|e| match e {
+                    Event::Ack { pid, t0, .. } => *pid == frozen_pid && *t0 >= resumed_at,
+                    _ => false,
                 })
+                .map(|e| format!("{e:?}"))
                 .collect();
-            told.len() >= jobs
-        },
-    )
-    .await;
+            panic!(
+                "timed out waiting for the resumed worker to find its leases lost: {} of {jobs} \
+                 told; its acks since SIGCONT:\n{}\n{}",
+                told(&events).len(),
+                since.join("\n"),
+                logs(&both)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_alive(&mut both, "after SIGSTOP and SIGCONT");
     stop_all(&mut both).await;
 

@@ -78,6 +78,35 @@ pub async fn claim_reclaims_an_expired_lease_and_records_lease_expired(store: Ar
     assert_eq!(job.last_error.as_ref(), Some(entry));
 }
 
+/// A claim takes at most one expired lease, and none with `reclaim: false` (the
+/// runtime's choice while it runs a job it reclaimed), while ready jobs still come.
+pub async fn claim_takes_one_expired_lease_at_most_and_none_without_reclaim(store: Arc<dyn Store>) {
+    let stage = Stage::new(store);
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let id = stage.enqueue(job("q", "k")).await;
+        stage.claim_id(id, t0(), "w1").await;
+        held.push(id);
+    }
+    let ready = stage.enqueue(job("q", "k")).await;
+    let without = stage
+        .store()
+        .job_claim(JobClaimParams {
+            reclaim: false,
+            ..claim_params("q", "w2", 10, at(31))
+        })
+        .await
+        .unwrap();
+    assert_eq!(ids(&without), vec![ready], "ready jobs only");
+    for id in &held {
+        assert_eq!(stage.get(*id).await.attempts, 1, "not reclaimed");
+    }
+    let first = stage.claim_as("q", "w2", 10, at(31)).await;
+    assert_eq!(ids(&first), vec![held[0]], "one expired lease per claim");
+    let second = stage.claim_as("q", "w2", 10, at(31)).await;
+    assert_eq!(ids(&second), vec![held[1]]);
+}
+
 /// A claim takes at most `limit` jobs.
 pub async fn claim_takes_at_most_limit_jobs(store: Arc<dyn Store>) {
     let stage = Stage::new(store);

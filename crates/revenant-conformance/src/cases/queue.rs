@@ -279,6 +279,7 @@ pub async fn queue_history_rebuilds_depth_and_dead_from_job_times(store: Arc<dyn
     let claimed = store
         .job_claim(JobClaimParams {
             lease: secs(3600),
+            reclaim: true,
             ..claim_params("h", "w", 1, at(150))
         })
         .await

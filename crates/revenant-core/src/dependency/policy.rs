@@ -91,6 +91,7 @@ impl DependencyPolicy {
             // real-time cost of the worker, not a duration of the story, so it stays.
             rate_limit: self.rate_limit.map(|r| RateLimit {
                 per_second: r.per_second * factor,
+                window: shrink(r.window),
                 ..r
             }),
             retry_budget: self.retry_budget.map(|b| RetryBudget {
@@ -198,9 +199,11 @@ impl BreakerPolicy {
 /// average, `burst` at once. Requests are paced, not refused: a job over the limit
 /// waits for its turn, in the order it was claimed, without spending an attempt.
 ///
-/// With `burst` 1 (the default) requests are spaced at least `1 / per_second` apart,
-/// so no whole second ever holds more than `per_second` of them (as the worker sends
-/// them; the network can still bunch them a little).
+/// With `burst` 1 (the default) requests are scheduled `1 / per_second` apart, and a
+/// worker never sends more than `per_second × window` (plus `burst − 1`) of them in
+/// any `window` (default 1 s), the way providers count their limit: a worker whose
+/// timers fire late (a busy machine) catches up within that, it does not bunch its
+/// sends past it. The network can still bunch them a little on the way.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimit {
@@ -215,6 +218,10 @@ pub struct RateLimit {
     /// handler starts).
     #[serde(default = "one_second", with = "crate::backoff::duration_str")]
     pub max_wait: Duration,
+    /// The window the limit is counted over: no worker sends more than
+    /// `per_second × window + burst − 1` requests in any window this long. Default 1 s.
+    #[serde(default = "one_second", with = "crate::backoff::duration_str")]
+    pub window: Duration,
 }
 
 fn one() -> u32 {
@@ -232,7 +239,19 @@ impl RateLimit {
             per_second,
             burst: 1,
             max_wait: one_second(),
+            window: one_second(),
         }
+    }
+
+    /// The most requests one worker sends in any [`RateLimit::window`]: the rate over
+    /// the window (at least 1), plus the burst beyond the first.
+    pub fn window_requests(&self) -> usize {
+        // The nudge: a window shrunk by a time scale is rounded to the nanosecond, and
+        // 1,410 a second over 33.333333 ms must still count 47.
+        let over_window = (self.per_second * self.window.as_secs_f64() + 1e-6)
+            .floor()
+            .max(1.0);
+        (over_window as usize).saturating_add(self.burst.saturating_sub(1) as usize)
     }
 
     /// Sets the burst.
@@ -261,6 +280,16 @@ impl RateLimit {
         }
         if self.max_wait > Duration::from_secs(3600) {
             return Err(InputError::new("rate_limit.max_wait", "must be at most 1h"));
+        }
+        // The worker keeps one timestamp per request of the window.
+        if self.window.is_zero() || self.per_second * self.window.as_secs_f64() > 1_000_000.0 {
+            return Err(InputError::new(
+                "rate_limit.window",
+                format!(
+                    "{:?} is out of range; use above 0 and at most 1000000 requests' worth ({} a second)",
+                    self.window, r
+                ),
+            ));
         }
         Ok(())
     }

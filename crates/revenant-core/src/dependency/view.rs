@@ -8,8 +8,9 @@ use crate::dependency::record::{BreakerState, DependencyRecord};
 use crate::job::{JobId, Timestamp};
 
 /// One dependency's breaker, rate limit and retry budget, and the jobs waiting on it.
-/// This is the JSON of `revenant breaker list --json` and of the `dependencies`
-/// field of `revenant stats --json`.
+/// This is the JSON of `revenant breaker list --json` and of `GET /v1/dependencies`
+/// (`revenant stats` shows it as a table under the queues; its `--json` keeps to the
+/// queues).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DependencyState {
     /// The key (`email-provider`, a URL's host).

@@ -76,6 +76,9 @@ pub(crate) async fn run(
             if let Some(slot) = dependencies.pace(ticket) {
                 tokio::time::sleep_until(slot).await;
             }
+            while let Some(at) = dependencies.hold_back(ticket) {
+                tokio::time::sleep_until(at).await;
+            }
         };
         tokio::select! {
             _ = paced => {}

@@ -10,11 +10,22 @@
 //! slot when every slot is taken. At the shutdown signal it stops at once; jobs from a
 //! claim that was already in flight are released, not run.
 //!
+//! **Reclaims.** A job claimed off an expired lease is a *suspect*: the process that
+//! ran it may have died of it (a job that aborts its worker). The store hands out at
+//! most one per claim, and while a suspect runs here the fetcher claims with
+//! `reclaim: false`, so one process never holds two suspects at once and a poison
+//! cannot take its former neighbours down with it again. When the suspect ends the
+//! fetcher claims again at once, so the expired leases of an idle queue are taken up
+//! one per suspect run, not one per poll interval. A suspect that runs longer than the
+//! poll interval stops holding reclaims back (a slow job must not stall them).
+//!
 //! [`Store::wait_for_jobs`]: crate::store::Store::wait_for_jobs
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
 use crate::runtime::completer::Ack;
 use crate::runtime::executor;
@@ -34,6 +45,9 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
         .unwrap_or(&shared.policies.default)
         .lease();
     let mut last_claim: Option<tokio::time::Instant> = None;
+    let suspects = Arc::new(Suspects::default());
+    // Until when the suspect started last holds reclaims back.
+    let mut suspect_until: Option<Instant> = None;
     // Half the queue's slots: enough free slots to claim without waiting out the
     // cooldown.
     let enough = queue.concurrency.div_ceil(2).max(1);
@@ -73,6 +87,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
             worker: shared.worker_id.clone(),
             limit: u32::try_from(limit).unwrap_or(u32::MAX),
             lease: claim_lease,
+            reclaim: suspects.running() == 0 || suspect_until.is_none_or(|t| Instant::now() >= t),
             now: None,
         };
         let jobs = match retry("job_claim", &stop, || {
@@ -102,16 +117,22 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
             if stop.is_cancelled() {
                 break;
             }
-            start(&shared, claim_lease, jobs, permits).await;
+            if start(&shared, claim_lease, jobs, permits, &suspects).await {
+                suspect_until = Some(Instant::now() + shared.poll_interval);
+            }
             continue;
         }
         let used: Vec<OwnedSemaphorePermit> = permits.drain(..got).collect();
         drop(permits);
-        start(&shared, claim_lease, jobs, used).await;
+        if start(&shared, claim_lease, jobs, used, &suspects).await {
+            suspect_until = Some(Instant::now() + shared.poll_interval);
+        }
         if got < limit {
-            // The queue had fewer due jobs than free slots: wait for a wake-up.
+            // The queue had fewer due jobs than free slots: wait for a wake-up, or for
+            // a suspect to end (an expired lease may be waiting for it).
             tokio::select! {
                 _ = stop.cancelled() => break,
+                _ = suspects.ended.notified(), if suspects.running() > 0 => {}
                 _ = shared.store.wait_for_jobs(
                     &queue.name,
                     shared.due_soon.wait_for(&queue.name, shared.poll_interval),
@@ -122,15 +143,57 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
     tracing::debug!(queue = %queue.name, "fetcher stopped");
 }
 
+/// The suspects (jobs claimed off an expired lease) running in this process, for one
+/// queue.
+#[derive(Debug, Default)]
+struct Suspects {
+    running: AtomicUsize,
+    /// Told when one ends.
+    ended: Notify,
+}
+
+impl Suspects {
+    fn running(&self) -> usize {
+        self.running.load(Ordering::Acquire)
+    }
+
+    fn started(self: &Arc<Self>) -> SuspectRunning {
+        self.running.fetch_add(1, Ordering::AcqRel);
+        SuspectRunning(Arc::clone(self))
+    }
+}
+
+/// Held by a suspect's executor task; dropped when it ends, however it ends.
+struct SuspectRunning(Arc<Suspects>);
+
+impl Drop for SuspectRunning {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::AcqRel);
+        // `notify_one` keeps a permit when no one waits yet, so an end that comes
+        // between the claim and the fetcher's wait is not missed (at worst one extra
+        // claim).
+        self.0.ended.notify_one();
+    }
+}
+
+/// True when the job was claimed off an expired lease: the claim wrote a
+/// `lease_expired` entry for the attempt before this one.
+fn is_reclaim(job: &crate::job::Job) -> bool {
+    job.errors.last().is_some_and(|e| {
+        e.class == crate::job::FailureClass::LeaseExpired && e.attempt == job.attempts - 1
+    })
+}
+
 /// Starts an executor for each claimed job the dependency gate lets run (every job
 /// when the worker protects no dependency); a job sent back to wait frees its slot at
-/// once.
+/// once. Returns true when it started a suspect.
 async fn start(
     shared: &Arc<Shared>,
     claim_lease: std::time::Duration,
     jobs: Vec<crate::job::Job>,
     permits: Vec<OwnedSemaphorePermit>,
-) {
+    suspects: &Arc<Suspects>,
+) -> bool {
     let gates = match &shared.dependencies {
         None => vec![Gate::Run(None); jobs.len()],
         Some(dependencies) => match gate::gate(shared, dependencies, claim_lease, &jobs).await {
@@ -139,24 +202,26 @@ async fn start(
                 // Only at shutdown, or a fault retrying does not fix: the jobs go back.
                 tracing::warn!(error = %err, jobs = jobs.len(), "could not ask for dependency permits; releasing the claimed jobs");
                 release(shared, jobs).await;
-                return;
+                return false;
             }
         },
     };
+    let mut suspect = false;
     for ((job, gate), permit) in jobs.into_iter().zip(gates).zip(permits) {
         match gate {
             Gate::Run(ticket) => {
-                tokio::spawn(executor::run(
-                    shared.clone(),
-                    claim_lease,
-                    job,
-                    permit,
-                    ticket,
-                ));
+                let running = is_reclaim(&job).then(|| suspects.started());
+                suspect |= running.is_some();
+                let run = executor::run(shared.clone(), claim_lease, job, permit, ticket);
+                tokio::spawn(async move {
+                    run.await;
+                    drop(running);
+                });
             }
             Gate::Skip => drop(permit),
         }
     }
+    suspect
 }
 
 async fn release(shared: &Shared, jobs: Vec<crate::job::Job>) {

@@ -19,7 +19,7 @@
 //! shutdown), the batch's jobs are released (attempt given back), never run
 //! unprotected.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -75,8 +75,56 @@ pub(crate) struct Dependencies {
     /// Per kind: the key jobs of that kind call when their handler does not say.
     pub(crate) kinds: HashMap<String, String>,
     pub(crate) reporter: Reporter,
-    /// Per key: this process's next free send time (see [`Dependencies::pace`]).
-    pub(crate) pacers: std::sync::Mutex<HashMap<String, tokio::time::Instant>>,
+    /// Per key: this process's pacing (see [`Dependencies::pace`]).
+    pub(crate) pacers: std::sync::Mutex<HashMap<String, Pacer>>,
+}
+
+/// One key's pacing in this process.
+#[derive(Debug, Clone)]
+pub(crate) struct Pacer {
+    /// The next free slot handed out.
+    next: tokio::time::Instant,
+    /// When the sends of the last window went, oldest first (at most
+    /// [`RateLimit::window_requests`]).
+    sent: VecDeque<tokio::time::Instant>,
+}
+
+impl Pacer {
+    /// The next slot, taken at `now`: never closer to the previous one than the
+    /// interval, beyond the burst.
+    fn slot(&mut self, now: tokio::time::Instant, rate: &RateLimit) -> tokio::time::Instant {
+        let (t, tolerance) = spacing(rate);
+        let slot = now.max(self.next.checked_sub(tolerance).unwrap_or(now));
+        self.next = self.next.max(slot) + t;
+        slot
+    }
+
+    /// Whether a send may go at `now`, counted when it may: `None` when fewer than
+    /// [`RateLimit::window_requests`] went in the last [`RateLimit::window`], else
+    /// when the oldest of them leaves it. Slots are spaced by the interval, but timers
+    /// that fire late (a busy machine, a runtime held up for a few milliseconds) wake
+    /// several slots at once. Sent at once they could put more than the limit into
+    /// one of the provider's seconds; spaced strictly, every late wake-up would lose
+    /// its lateness for good and the worker would fall behind the rate. Counting the
+    /// window lets a late worker catch up as far as the window allows, and no further.
+    fn hold_back(
+        &mut self,
+        now: tokio::time::Instant,
+        rate: &RateLimit,
+    ) -> Option<tokio::time::Instant> {
+        while let Some(&oldest) = self.sent.front() {
+            if now.saturating_duration_since(oldest) >= rate.window {
+                self.sent.pop_front();
+            } else {
+                break;
+            }
+        }
+        if self.sent.len() >= rate.window_requests() {
+            return self.sent.front().map(|&oldest| oldest + rate.window);
+        }
+        self.sent.push_back(now);
+        None
+    }
 }
 
 /// A job that may run, and what the runtime must do for its dependency.
@@ -101,26 +149,36 @@ pub(crate) enum Gate {
 }
 
 impl Dependencies {
-    /// This process's next send of `ticket`'s key, taken now: never closer to the
+    /// This process's next slot for `ticket`'s key, taken now: never closer to the
     /// previous one than the rate limit's interval (beyond its burst). The executor
     /// takes it when it wakes for the turn the store gave it (`Ticket::wait`), so a
-    /// worker that was held up (a busy machine, a stalled runtime) and wakes several
-    /// jobs at once sends them spaced out rather than in one burst. The store's
-    /// schedule keeps every worker together to the rate; this only spreads one
-    /// worker's sends, it never adds any. `None` without a rate limit.
+    /// worker that claimed several jobs late sends them spaced out rather than in one
+    /// burst. The store's schedule keeps every worker together to the rate; this only
+    /// spreads one worker's sends, it never adds any. `None` without a rate limit.
     pub(crate) fn pace(&self, ticket: &Ticket) -> Option<tokio::time::Instant> {
         let rate = ticket.rate?;
+        Some(self.pacer(&ticket.key, |pacer, now| pacer.slot(now, &rate)))
+    }
+
+    /// Asked by a job woken for its slot, just before it sends: `None`, go now (the
+    /// send is counted); `Some(at)`, sleep until `at` and ask again. See
+    /// [`Pacer::hold_back`].
+    pub(crate) fn hold_back(&self, ticket: &Ticket) -> Option<tokio::time::Instant> {
+        let rate = ticket.rate?;
+        self.pacer(&ticket.key, |pacer, now| pacer.hold_back(now, &rate))
+    }
+
+    fn pacer<T>(&self, key: &str, f: impl FnOnce(&mut Pacer, tokio::time::Instant) -> T) -> T {
         let now = tokio::time::Instant::now();
-        let t = Duration::from_micros(u64::try_from(rate.interval_us()).unwrap_or(1));
-        let tolerance = t * rate.burst.saturating_sub(1);
         let mut pacers = self
             .pacers
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let next = pacers.entry(ticket.key.clone()).or_insert(now);
-        let slot = now.max(next.checked_sub(tolerance).unwrap_or(now));
-        *next = (*next).max(slot) + t;
-        Some(slot)
+        let pacer = pacers.entry(key.to_string()).or_insert_with(|| Pacer {
+            next: now,
+            sent: VecDeque::new(),
+        });
+        f(pacer, now)
     }
 
     /// The dependency a job calls: its handler's answer, else its kind's key. A key
@@ -139,6 +197,12 @@ impl Dependencies {
             }
         }
     }
+}
+
+/// A rate limit's interval, and how far ahead of it its burst lets a send go.
+fn spacing(rate: &RateLimit) -> (Duration, Duration) {
+    let t = Duration::from_micros(u64::try_from(rate.interval_us()).unwrap_or(1));
+    (t, t * rate.burst.saturating_sub(1))
 }
 
 /// Asks for permits for a claimed batch: one store call per key, in claim order.
@@ -412,5 +476,89 @@ async fn send(
         Err(err) => {
             tracing::warn!(dependency = %key, error = %err, "could not report answers to the dependency's breaker; they are not counted")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sends woken on their slots go at once; sends that woke late together catch up
+    /// as far as the window allows and no further: no window ever holds more than the
+    /// limit, and the worker is back on schedule within a window.
+    #[test]
+    fn a_late_wake_up_catches_up_within_the_window_and_no_further() {
+        // 100 a second: 10 ms apart, at most 10 in any 100 ms.
+        let rate = RateLimit {
+            window: Duration::from_millis(100),
+            ..RateLimit::per_second(100.0)
+        };
+        assert_eq!(rate.window_requests(), 10);
+        let t0 = tokio::time::Instant::now();
+        let mut pacer = Pacer {
+            next: t0,
+            sent: VecDeque::new(),
+        };
+        let slots: Vec<_> = (0..60).map(|_| pacer.slot(t0, &rate)).collect();
+        for (i, slot) in slots.iter().enumerate() {
+            assert_eq!(*slot - t0, Duration::from_millis(10) * i as u32);
+        }
+        // Each wakes 0.5 ms after its slot, except slots 20..30: the runtime is held
+        // up and they all wake at once, 95 ms after the first of them was due.
+        let mut waiting: Vec<tokio::time::Instant> = slots
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                if (20..30).contains(&i) {
+                    slots[20] + Duration::from_millis(95)
+                } else {
+                    *s + Duration::from_micros(500)
+                }
+            })
+            .collect();
+        let mut sent = vec![];
+        while !waiting.is_empty() {
+            waiting.sort();
+            let now = waiting.remove(0);
+            match pacer.hold_back(now, &rate) {
+                None => sent.push(now),
+                Some(at) => {
+                    assert!(at > now);
+                    waiting.push(at);
+                }
+            }
+        }
+        sent.sort();
+        for (i, start) in sent.iter().enumerate() {
+            let within = sent[i..]
+                .iter()
+                .take_while(|s| **s - *start < rate.window)
+                .count();
+            assert!(
+                within <= 10,
+                "{within} sends in 100 ms from {:?}",
+                *start - t0
+            );
+        }
+        assert_eq!(sent.len(), 60);
+        // Caught up: the last send within a window of its slot. Strict spacing (one
+        // interval after the previous send) would have lost the 95 ms for good and
+        // sent the last at 685 ms or later.
+        let last = *sent.last().unwrap() - t0;
+        assert!(last < Duration::from_millis(600), "last send at {last:?}");
+    }
+
+    #[test]
+    fn the_window_counts_the_rate_and_the_burst() {
+        let rate = RateLimit::per_second(47.0);
+        assert_eq!(rate.window_requests(), 47);
+        assert_eq!(rate.with_burst(4).window_requests(), 50);
+        let scaled = crate::dependency::DependencyPolicy::off()
+            .with_rate_limit(rate)
+            .time_scaled(30.0)
+            .rate_limit
+            .unwrap();
+        assert_eq!(scaled.window_requests(), 47, "{scaled:?}");
+        assert_eq!(RateLimit::per_second(0.5).window_requests(), 1);
     }
 }

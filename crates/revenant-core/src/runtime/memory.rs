@@ -205,6 +205,9 @@ impl Store for MemoryStore {
         let now = params.now.unwrap_or_else(Utc::now);
         let mut jobs = self.jobs.lock().unwrap();
         let mut out = Vec::new();
+        // As the real stores: at most one expired lease per claim, none without
+        // `reclaim`.
+        let mut reclaims_left = u32::from(params.reclaim);
         for job in jobs.values_mut() {
             if out.len() >= params.limit as usize {
                 break;
@@ -220,10 +223,14 @@ impl Store for MemoryStore {
                 job.dead_reason = Some(crate::job::DeadReason::LeaseExpired);
                 continue;
             }
+            if expired && reclaims_left == 0 {
+                continue;
+            }
             if !(due || expired) {
                 continue;
             }
             if expired {
+                reclaims_left -= 1;
                 push_error(
                     job,
                     ErrorEntry {

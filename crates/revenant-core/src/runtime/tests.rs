@@ -264,6 +264,90 @@ async fn concurrency_is_never_exceeded_and_acks_are_batched() {
     );
 }
 
+/// The leases of a dead process, in a queue with nothing else to do: reclaimed one
+/// after another as each reclaimed job ends, not one per poll interval, and never two
+/// at once in one process (a job that crashed its worker must not take its former
+/// neighbours down with it again).
+#[tokio::test]
+async fn expired_leases_of_an_idle_queue_are_reclaimed_one_at_a_time_without_waiting_for_the_poll()
+{
+    const JOBS: usize = 20;
+    let store = Arc::new(MemoryStore::new());
+    for _ in 0..JOBS {
+        enqueue(&store, "count", json!(null)).await;
+    }
+    // A process claims them all and dies: every lease runs out 50 ms later.
+    let held = store
+        .job_claim(crate::store::JobClaimParams {
+            queue: "q".into(),
+            worker: "dead".into(),
+            limit: JOBS as u32,
+            lease: ms(50),
+            reclaim: true,
+            now: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(held.len(), JOBS);
+    tokio::time::sleep(ms(60)).await;
+
+    let running = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let (r, p) = (running.clone(), peak.clone());
+    // A poll interval far longer than the whole run should take: at one reclaim per
+    // poll the 20 would need 40 s.
+    let worker = builder(&store)
+        .poll_interval(Duration::from_secs(2))
+        .handler_fn("count", move |ctx: JobContext, _: serde_json::Value| {
+            let (running, peak) = (r.clone(), p.clone());
+            async move {
+                // Attempt 2: a reclaimed job (fresh ones run at attempt 1).
+                let reclaimed = ctx.attempt() > 1;
+                if reclaimed {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    peak.fetch_max(now, Ordering::SeqCst);
+                }
+                tokio::time::sleep(ms(10)).await;
+                if reclaimed {
+                    running.fetch_sub(1, Ordering::SeqCst);
+                }
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    let began = tokio::time::Instant::now();
+    let (shutdown, task) = start(worker);
+    // Fresh jobs arriving meanwhile wake the fetcher while a reclaimed job runs: its
+    // claims take them, not another expired lease.
+    for _ in 0..5 {
+        enqueue(&store, "count", json!("fresh")).await;
+        tokio::time::sleep(ms(5)).await;
+    }
+    wait_until(&store, "every job to complete", |jobs| {
+        jobs.iter().all(|j| j.status == JobState::Completed)
+    })
+    .await;
+    let took = began.elapsed();
+    shutdown.shutdown();
+    task.await.unwrap();
+    assert!(
+        took < Duration::from_secs(8),
+        "20 reclaims took {took:?}: paced by the 2 s poll interval"
+    );
+    assert_eq!(
+        peak.load(Ordering::SeqCst),
+        1,
+        "two reclaimed jobs ran at once"
+    );
+    let held: Vec<i64> = held.iter().map(|j| j.id).collect();
+    for job in store.all().into_iter().filter(|j| held.contains(&j.id)) {
+        assert_eq!(job.attempts, 2, "{job:#?}");
+        assert_eq!(job.errors.len(), 1, "{job:#?}");
+        assert_eq!(job.errors[0].class, FailureClass::LeaseExpired);
+    }
+}
+
 #[tokio::test]
 async fn a_lost_lease_cancels_the_handler_and_discards_its_result() {
     let store = Arc::new(MemoryStore::new());

@@ -85,7 +85,7 @@ export default {
     queueSelect.addEventListener("change", onFilter);
     reasonSelect.addEventListener("change", onFilter);
 
-    main.addEventListener("click", (ev) => {
+    const onAction = (ev) => {
       const el = ev.target.closest("[data-action]");
       if (!el) return;
       const fp = el.dataset.fp;
@@ -114,7 +114,17 @@ export default {
           break;
         default:
       }
-    });
+    };
+    // On the parts of this view that hold the buttons, not on `main`: `main` outlives
+    // this view, they do not. (On `main`, every visit added a listener, and one click
+    // on Purge previewed and asked once per visit.)
+    for (const part of [
+      main.querySelector('[data-region="groups"]'),
+      main.querySelector('[data-region-wrap="jobs"]'),
+      main.querySelector("#redrive-dialog"),
+    ]) {
+      part.addEventListener("click", onAction);
+    }
     const form = main.querySelector("#redrive-form");
     // Enter in a field previews first; once a preview is shown, Enter redrives. (A
     // form whose submit button is disabled ignores Enter, so fields handle it.)

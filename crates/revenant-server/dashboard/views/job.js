@@ -20,7 +20,9 @@ export default {
         <span class="spacer"></span><span data-region="actions"></span></div>
       <div data-region="action-result" aria-live="polite"></div>
       <div data-region="body"><p class="loading">Loading…</p></div>`);
-    main.addEventListener("click", (ev) => {
+    // On the actions region, not on `main`: `main` outlives this view, the region
+    // does not.
+    main.querySelector('[data-region="actions"]').addEventListener("click", (ev) => {
       const el = ev.target.closest("[data-action]");
       if (el && el.dataset.action === "redrive-job") redriveJob(ctx);
       if (el && el.dataset.action === "cancel-job") cancelJob(ctx);

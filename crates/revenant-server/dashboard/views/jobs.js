@@ -52,7 +52,8 @@ export default {
     main.querySelector("#jobs-filters").addEventListener("submit", (ev) => { ev.preventDefault(); apply(); });
     main.querySelector("#jobs-queue").addEventListener("change", apply);
     main.querySelector("#jobs-state").addEventListener("change", apply);
-    main.addEventListener("click", (ev) => {
+    // On the pager, not on `main`: `main` outlives this view, the pager does not.
+    main.querySelector('[data-region="pager"]').addEventListener("click", (ev) => {
       const el = ev.target.closest("[data-page]");
       if (!el) return;
       if (el.dataset.page === "older") { pages.push(before); before = Number(el.dataset.cursor); }

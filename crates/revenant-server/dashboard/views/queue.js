@@ -60,7 +60,10 @@ export default {
       stateFilter = ev.target.value;
       ctx.refreshNow();
     });
-    main.addEventListener("click", (ev) => {
+    // On the pause region, not on `main`: `main` outlives this view, the region does
+    // not. (On `main`, every visit to a queue added a listener, and one click on Pause
+    // asked and posted once per visit.)
+    main.querySelector('[data-region="pause"]').addEventListener("click", (ev) => {
       const button = ev.target.closest("[data-pause]");
       if (button) togglePause(ctx, button.dataset.pause === "pause");
     });

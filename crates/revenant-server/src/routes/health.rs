@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use revenant::runtime::metrics as names;
-use revenant::store::QueueStatsParams;
+use revenant::store::{DependencyListParams, QueueStatsParams};
 use serde_json::json;
 
 use crate::error::{ApiError, ErrorCode};
@@ -45,17 +45,24 @@ pub async fn openapi() -> Response {
 const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// The queue gauges (`revenant_queue_*`: depth, oldest due age, dead, workers alive,
-/// ...), read from the store at each scrape, as `revenant metrics` prints them. Job
-/// counters and latency histograms come from the workers' own `/metrics`
+/// ...) and the dependency gauges (`revenant_dependency_*`: breaker state, held open,
+/// trips, failure share, rate-limit tokens, retry budget, jobs waiting), read from the
+/// store at each scrape, as `revenant metrics` prints them. Job counters, permit and
+/// answer counters and latency histograms come from the workers' own `/metrics`
 /// (`revenant work --metrics-addr`): this server runs no jobs.
 pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
     let stats = state.store.queue_stats(QueueStatsParams::default()).await?;
+    let dependencies = state
+        .store
+        .dependency_list(DependencyListParams::default())
+        .await?;
     // A recorder of this request's own, never installed: the scrape shows exactly the
     // store's numbers now, and concurrent scrapes share nothing.
     let recorder = PrometheusBuilder::new().build_recorder();
     ::metrics::with_local_recorder(&recorder, || {
         names::describe();
         names::queue_gauges(&stats);
+        names::dependency_gauges(&dependencies);
     });
     Ok((
         [(header::CONTENT_TYPE, EXPOSITION)],

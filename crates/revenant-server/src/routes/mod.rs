@@ -7,6 +7,7 @@
 //! and not in the table.
 
 mod dead;
+mod dependencies;
 mod health;
 mod jobs;
 mod ops;
@@ -129,6 +130,21 @@ pub static ROUTES: &[Route] = &[
     }),
     route(Get, "/v1/queues/{name}/history", Some(Admin), || {
         get(queues::history)
+    }),
+    route(Get, "/v1/dependencies", Some(Admin), || {
+        get(dependencies::list)
+    }),
+    route(Get, "/v1/dependencies/{key}", Some(Admin), || {
+        get(dependencies::show)
+    }),
+    route(Post, "/v1/dependencies/{key}/open", Some(Admin), || {
+        post(dependencies::open)
+    }),
+    route(Post, "/v1/dependencies/{key}/close", Some(Admin), || {
+        post(dependencies::close)
+    }),
+    route(Post, "/v1/dependencies/{key}/auto", Some(Admin), || {
+        post(dependencies::auto)
     }),
     route(Get, "/v1/workers", Some(Admin), || get(ops::workers)),
     route(Get, "/v1/alerts", Some(Admin), || get(ops::alerts)),

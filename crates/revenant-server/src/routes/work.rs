@@ -110,6 +110,7 @@ pub async fn claim(
                 worker: body.worker.clone(),
                 limit,
                 lease,
+                reclaim: true,
                 now: None,
             })
             .await?;

@@ -1,5 +1,8 @@
 // The dashboard in a real headless Chromium against a real `revenant serve`:
-// find a dead job, redrive it, and watch its page turn `completed`.
+// find a dead job, redrive it, and watch its page turn `completed`; then close a
+// dependency's breaker held open, hold it open again and release the hold; then visit
+// the queue and dead-letter views again and again and check that one click still
+// sends one request.
 //
 // scripts/browser-test.sh starts the server and sets:
 //   REVENANT_URL      the server's base URL (http://127.0.0.1:PORT)
@@ -25,6 +28,10 @@ const QUEUE = "browser-test";
 const WORKER = "browser-test-worker";
 // The error the job dies of, with a number in it: the fingerprint takes numbers out.
 const FATAL = "template crashed on 'A&W' at line 42";
+// The dependency whose breaker the second test holds open and closes.
+const DEPENDENCY = "email-provider";
+// The error of the job the third test purges (another fingerprint than FATAL's).
+const PURGED = "receipt printer offline since job 7";
 
 // Every wait in this file has a deadline; the whole run is bounded by these and by
 // the script's own timeout.
@@ -185,6 +192,160 @@ test("an operator finds a dead job, redrives it, and sees it complete", async ()
   assert.deepEqual(outside, [], "the dashboard fetched something from outside the server");
   assert.deepEqual(problems, [], "the page logged errors");
 });
+
+test("an operator closes a breaker held open, holds it again and releases it", async () => {
+  // No dependency yet: the view says how one appears.
+  await page.getByRole("link", { name: "Dependencies" }).click();
+  await page.waitForURL(/#\/dependencies$/);
+  await page.getByTestId("dependencies-empty").waitFor();
+  await shot("dependencies-empty");
+
+  // Planned maintenance, through the API (as `revenant breaker open` would): the
+  // provider's breaker is held open before its first job.
+  const held = await api("POST", `/v1/dependencies/${encodeURIComponent(DEPENDENCY)}/open`);
+  assert.equal(held.breaker, "open");
+  assert.equal(held.held_open, true);
+  await page.evaluate(() => window.revenant.refresh()); // rather than wait up to 5 s
+  const row = page.locator(`[data-testid="dependency-row"][data-dependency="${DEPENDENCY}"]`);
+  await row.waitFor();
+  await assertText(row.getByTestId("breaker-state"), /^open$/, "the held breaker shows open");
+  await row.getByTestId("held-open").waitFor();
+  assert.equal(await row.getByTestId("breaker-open").isDisabled(), true, "Open is disabled while held");
+  await shot("dependency-held-open");
+
+  // Close: it asks first, then the row turns closed and the hold is gone.
+  await row.getByTestId("breaker-close").click();
+  const confirm = page.getByTestId("confirm-dialog");
+  await confirm.waitFor();
+  await assertText(confirm, new RegExp(`Close ${DEPENDENCY}\\?`), "the confirmation names the dependency");
+  await confirm.getByTestId("confirm-ok").click();
+  await assertText(page.getByTestId("breaker-result"), /closed/, "the page says the breaker closed");
+  await assertText(row.getByTestId("breaker-state"), /^closed$/, "the closed breaker shows closed");
+  assert.equal(await row.getByTestId("held-open").count(), 0, "no hold after Close");
+  let state = await api("GET", `/v1/dependencies/${encodeURIComponent(DEPENDENCY)}`);
+  assert.equal(state.breaker, "closed");
+  assert.equal(state.held_open, false);
+  await shot("dependency-closed");
+
+  // Open from the page (a confirmation that starts on Cancel), then Auto: still open,
+  // no longer held, a probe due at once.
+  await row.getByTestId("breaker-open").click();
+  await confirm.waitFor();
+  await confirm.getByTestId("confirm-ok").click();
+  await assertText(row.getByTestId("breaker-state"), /^open$/, "Open holds the breaker open");
+  await row.getByTestId("held-open").waitFor();
+  await row.getByTestId("breaker-auto").click();
+  await assertText(page.getByTestId("breaker-result"), /works by itself again/, "the page says the hold is released");
+  await waitForCount(row.getByTestId("held-open"), 0, "Auto releases the hold");
+  state = await api("GET", `/v1/dependencies/${encodeURIComponent(DEPENDENCY)}`);
+  assert.equal(state.held_open, false);
+  await shot("dependency-auto");
+
+  assert.deepEqual(outside, [], "the dashboard fetched something from outside the server");
+  assert.deepEqual(problems, [], "the page logged errors");
+});
+
+test("views visited again and again still act once per click", async () => {
+  // A second dead job, for the dead-letter view to purge.
+  const enq = await api("POST", "/v1/jobs", { queue: QUEUE, kind: "print_receipt", payload: { order: 1043 }, max_attempts: 1 });
+  const deadId = enq.jobs[0].id;
+  const job = await claim();
+  assert.equal(job.id, deadId);
+  const died = await api("POST", `/v1/jobs/${deadId}/fail`, { lease_token: job.lease_token, class: "permanent", message: PURGED });
+  assert.equal(died.state, "dead");
+  const { fingerprint } = await api("GET", `/v1/jobs/${deadId}`);
+  assert.match(fingerprint || "", /^[0-9a-f]{12}$/);
+
+  // Every POST the page sends from here on, by path, with its body.
+  const posts = [];
+  const onRequest = (req) => {
+    if (req.method() === "POST") posts.push({ path: new URL(req.url()).pathname, body: req.postDataJSON() });
+  };
+  page.on("request", onRequest);
+  const sent = (p) => posts.filter((x) => x.path === p);
+  // Lets a click's piled-up handlers (the bug this test is about) send theirs.
+  const settle = () => new Promise((r) => setTimeout(r, 1000));
+
+  // Views told apart by what only each draws, so a wait never matches the page left.
+  const q = encodeURIComponent(QUEUE);
+  const views = {
+    queue: [`#/queue/${q}`, page.locator('[data-testid="queue-name"]', { hasText: QUEUE })],
+    overview: ["#/", page.locator(`[data-testid="queues-table"] tr[data-queue="${QUEUE}"]`)],
+    dead: ["#/dead", page.locator(`[data-testid="fingerprint-row"][data-fingerprint="${fingerprint}"]`)],
+    jobs: ["#/jobs", page.locator("#jobs-filters")],
+  };
+  const visit = async (name) => {
+    const [hash, drawn] = views[name];
+    await page.evaluate((h) => { location.hash = h; }, hash);
+    await drawn.waitFor();
+  };
+
+  try {
+    // The queue view, mounted four times with other views in between.
+    for (const other of ["overview", "dead", "jobs"]) {
+      await visit("queue");
+      await visit(other);
+    }
+    await visit("queue");
+    await page.getByTestId("pause").click();
+    const confirm = page.getByTestId("confirm-dialog");
+    await confirm.waitFor();
+    await confirm.getByTestId("confirm-ok").click();
+    await page.getByTestId("paused-badge").waitFor();
+    await settle();
+    assert.equal(sent(`/v1/queues/${q}/pause`).length, 1, "one click on Pause (confirmed) sends one pause request");
+    assert.equal(await confirm.isVisible(), false, "no confirmation is left open");
+    const paused = (await api("GET", "/v1/queues")).queues.find((x) => x.name === QUEUE);
+    assert.equal(paused.paused, true, "the queue is paused");
+    await shot("queue-paused");
+
+    // Resume asks nothing: one click, one request, and the queue claims again.
+    await page.getByTestId("resume").click();
+    await waitForCount(page.getByTestId("paused-badge"), 0, "Resume clears the paused badge");
+    await settle();
+    assert.equal(sent(`/v1/queues/${q}/resume`).length, 1, "one click on Resume sends one resume request");
+    assert.equal(sent(`/v1/queues/${q}/pause`).length, 1, "Resume sends no pause request");
+    const resumed = (await api("GET", "/v1/queues")).queues.find((x) => x.name === QUEUE);
+    assert.equal(resumed.paused, false, "the queue is resumed");
+
+    // The dead-letter view, mounted four times in all (once above): Purge previews
+    // once, asks once, and purges once.
+    for (const other of ["queue", "overview"]) {
+      await visit("dead");
+      await visit(other);
+    }
+    await visit("dead");
+    const group = views.dead[1];
+    await group.getByTestId("purge").click();
+    await confirm.waitFor();
+    await assertText(confirm, /Delete 1 dead job for good\?/, "the confirmation counts the one dead job");
+    await confirm.getByTestId("confirm-ok").click();
+    await assertText(page.getByTestId("purge-result"), /Purged 1 dead job/, "the page says the job was purged");
+    await settle();
+    const purges = sent("/v1/dead/purge");
+    assert.deepEqual(purges.map((x) => x.body.dry_run), [true, false], "one click on Purge sends one dry run, then (confirmed) one purge");
+    assert.ok(purges.every((x) => x.body.fingerprint === fingerprint), "both name the group's fingerprint");
+    await assert.rejects(api("GET", `/v1/jobs/${deadId}`), /HTTP 404/, "the purged job is gone");
+    await waitForCount(group, 0, "the purged group leaves the list");
+    await shot("dead-purged");
+  } finally {
+    page.off("request", onRequest);
+  }
+
+  assert.deepEqual(posts.map((x) => x.path).sort(), [`/v1/dead/purge`, `/v1/dead/purge`, `/v1/queues/${q}/pause`, `/v1/queues/${q}/resume`],
+    "the page sent no other POST");
+  assert.deepEqual(outside, [], "the dashboard fetched something from outside the server");
+  assert.deepEqual(problems, [], "the page logged errors");
+});
+
+/** Waits until the locator matches `n` elements, then asserts it. */
+async function waitForCount(locator, n, why) {
+  const deadline = Date.now() + STEP_MS;
+  while (Date.now() < deadline && (await locator.count()) !== n) {
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.equal(await locator.count(), n, why);
+}
 
 /** Waits until the locator's text matches, then asserts it (with `why` on failure). */
 async function assertText(locator, re, why) {

@@ -157,8 +157,8 @@ struct ProtectionChecks {
     /// No receipt was dead-lettered by the outage.
     none_dead_of_the_outage: bool,
     /// After recovery the provider refused nothing for being over its limit (a token
-    /// bucket: see the provider module). The busiest simulated second, counted raw,
-    /// is `measured.recovery_peak_rps`.
+    /// bucket: see the provider module), and no simulated second, counted raw as the
+    /// requests reached it (`measured.recovery_peak_rps`), held more than the limit.
     recovery_within_the_providers_limit: bool,
     /// The backlog was delivered within its size over the limit plus a minute.
     backlog_drained_in_time: bool,
@@ -477,7 +477,10 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CliError> {
                     .outage_requests_per_fresh_receipt
                     <= 0.1,
                 none_dead_of_the_outage: measured.dead_attempts_exhausted == 0,
-                recovery_within_the_providers_limit: measured.over_limit == 0,
+                recovery_within_the_providers_limit: measured.over_limit == 0
+                    && scenario
+                        .provider_limit
+                        .is_none_or(|limit| measured.recovery_peak_rps as f64 <= limit),
                 backlog_drained_in_time: measured
                     .backlog_drain_bound_secs
                     .is_none_or(|bound| measured.backlog_drain_secs <= bound),

@@ -214,6 +214,7 @@ pub async fn store_drain(args: &Args) -> Result<serde_json::Value, Error> {
                 worker: worker.clone(),
                 limit: u32::try_from(args.concurrency.max(1)).unwrap_or(u32::MAX),
                 lease: Duration::from_secs(60),
+                reclaim: true,
                 now: None,
             })
             .await?;
