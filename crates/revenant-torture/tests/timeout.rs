@@ -211,9 +211,12 @@ async fn a_handler_blocking_its_thread_cannot_keep_a_job_running_forever(backend
         .iter()
         .filter_map(|j| Some((j.id, j.finished_at?.timestamp_micros())))
         .collect();
-    // How long each attempt kept its job running: from its claim to the first of its
-    // result written (the timeout's failure, or the late success of a handler whose
-    // worker had no thread left to fire the timeout), the next claim, the job's end.
+    // How long each attempt kept its job running: from its claim to its result written
+    // (the timeout's failure, or the late success of a handler whose worker had no
+    // thread left to fire the timeout), or else to its lease running out (one lease
+    // after its last heartbeat: the heartbeats stop at the timeout even when the
+    // handler cannot be stopped). When the job is claimed again after that depends on
+    // a worker having a free slot, and here every worker may be blocked.
     let mut ended_by: HashMap<(i64, i64), (AckOp, i64)> = HashMap::new();
     for event in &events {
         if let Event::Ack {
@@ -241,16 +244,30 @@ async fn a_handler_blocking_its_thread_cannot_keep_a_job_running_forever(backend
             tokens.insert((*job, *attempt), *token);
         }
     }
+    // The last heartbeat each attempt had applied: its lease runs out one lease after.
+    let mut last_beat: HashMap<(i64, i64), i64> = HashMap::new();
+    for event in &events {
+        if let Event::Ack {
+            op: AckOp::Heartbeat,
+            job,
+            token,
+            result: AckResult::Applied,
+            t,
+            ..
+        } = event
+        {
+            let at = last_beat.entry((*job, *token)).or_insert(*t);
+            *at = (*at).max(*t);
+        }
+    }
     let mut worst = 0_i64;
+    // How long a job whose lease ran out waited for a worker with a free slot: not the
+    // blocked handler's doing (every worker here may be blocked), so reported only.
+    let mut worst_reclaim_wait = 0_i64;
     let (mut by_timeout, mut by_success, mut by_lease) = (0, 0, 0);
     for (job, list) in &claims {
         for (attempt, _, t, _) in list {
             let token = tokens[&(*job, *attempt)];
-            let next_claim = list
-                .iter()
-                .filter(|(a, _, t2, _)| a > attempt && t2 > t)
-                .map(|(_, _, t2, _)| *t2)
-                .min();
             let end = match ended_by.get(&(*job, token)) {
                 Some((AckOp::Fail, at)) => {
                     by_timeout += 1;
@@ -262,9 +279,18 @@ async fn a_handler_blocking_its_thread_cannot_keep_a_job_running_forever(backend
                 }
                 None => {
                     by_lease += 1;
-                    next_claim
-                        .or(finished.get(job).copied())
-                        .unwrap_or(i64::MAX)
+                    let ran_out = last_beat.get(&(*job, token)).copied().unwrap_or(*t).max(*t)
+                        + LEASE_MS as i64 * 1000;
+                    let next = list
+                        .iter()
+                        .filter(|(a, _, t2, _)| a > attempt && t2 > t)
+                        .map(|(_, _, t2, _)| *t2)
+                        .min()
+                        .or(finished.get(job).copied());
+                    if let Some(next) = next {
+                        worst_reclaim_wait = worst_reclaim_wait.max(next - ran_out);
+                    }
+                    ran_out
                 }
             };
             worst = worst.max(end - t);
@@ -276,8 +302,11 @@ async fn a_handler_blocking_its_thread_cannot_keep_a_job_running_forever(backend
         "{blockers} jobs blocking their thread 2.5 s (timeout 600 ms, lease {LEASE_MS} ms); \
          {by_timeout} attempts ended by the timeout, {by_lease} by the lost lease, {by_success} \
          by a late success (no thread was free to fire the timeout); no attempt kept its job \
-         running over {:.2?} (bound {bound:?}); {dead} dead, {} completed",
+         running over {:.2?} (bound {bound:?}: its result written, or its lease run out); \
+         a job whose lease ran out was claimed again within {:.2?} (a free slot needed); \
+         {dead} dead, {} completed",
         micros(worst),
+        micros(worst_reclaim_wait.max(0)),
         blockers - dead
     );
     summary(Summary {
