@@ -438,6 +438,19 @@ mod tests {
             ),
             "rate_limit.burst"
         );
+        let windowed = |window: Duration| RateLimit {
+            window,
+            ..RateLimit::per_second(5.0)
+        };
+        assert_eq!(
+            field(DependencyPolicy::off().with_rate_limit(windowed(Duration::ZERO))),
+            "rate_limit.window"
+        );
+        assert_eq!(
+            field(DependencyPolicy::off().with_rate_limit(windowed(Duration::from_secs(300_000)))),
+            "rate_limit.window",
+            "a window of more than a million requests' worth"
+        );
         let budget = DependencyPolicy {
             retry_budget: Some(RetryBudget {
                 ratio: 2.0,
@@ -456,6 +469,10 @@ mod tests {
         let fast = policy.time_scaled(60.0);
         assert_eq!(fast.rate_limit.unwrap().per_second, 3000.0);
         assert_eq!(fast.rate_limit.unwrap().burst, 1);
+        assert_eq!(
+            fast.rate_limit.unwrap().window,
+            Duration::from_secs_f64(1.0 / 60.0)
+        );
         let breaker = fast.breaker.unwrap();
         assert_eq!(breaker.window, Duration::from_secs_f64(10.0 / 60.0));
         assert_eq!(breaker.min_requests, 10);
@@ -472,6 +489,12 @@ mod tests {
         assert_eq!(policy.breaker.unwrap().cooldown, Duration::from_secs(10));
         assert_eq!(policy.breaker.unwrap().failure_threshold, 0.5);
         assert_eq!(policy.rate_limit.unwrap().burst, 1);
+        assert_eq!(policy.rate_limit.unwrap().window, Duration::from_secs(1));
         assert_eq!(policy.retry_budget, Some(RetryBudget::default()));
+        let windowed: RateLimit =
+            serde_json::from_value(serde_json::json!({"per_second": 50.0, "window": "500ms"}))
+                .unwrap();
+        assert_eq!(windowed.window, Duration::from_millis(500));
+        assert_eq!(windowed.window_requests(), 25);
     }
 }
