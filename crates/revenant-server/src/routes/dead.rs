@@ -9,8 +9,8 @@ use axum::extract::State;
 use axum::http::Extensions;
 use axum::Json;
 use revenant::store::{
-    DeadFingerprintsParams, JobFilter, JobGetParams, JobListParams, JobPurgeParams,
-    JobRedriveParams, RedriveHistoryParams, RedriveRecord,
+    DeadFingerprintsParams, JobFilter, JobListParams, JobPurgeParams, JobRedriveParams,
+    RedriveHistoryParams, RedriveRecord,
 };
 use revenant::{DeadReason, Job, JobState, Store};
 use serde::{Deserialize, Serialize};
@@ -83,15 +83,7 @@ pub async fn list(
         query.reason.as_deref(),
     )?;
     let limit = input::limit(query.limit, 50, super::jobs::MAX_LIST)?;
-    let jobs = state
-        .store
-        .job_list(JobListParams {
-            filter,
-            before_id: input::before(query.before)?,
-            limit,
-        })
-        .await?;
-    Ok(Json(JobList::page(jobs, limit)))
+    super::jobs::page(&state, filter, query.before, limit).await
 }
 
 /// `GET /v1/dead/{id}`: a dead job; 404 when the job is not dead.
@@ -99,11 +91,7 @@ pub async fn show(
     State(state): State<AppState>,
     JobIdPath(id): JobIdPath,
 ) -> Result<Json<JobView>, ApiError> {
-    let job = state
-        .store
-        .job_get(JobGetParams { id })
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("no job with id {id}")))?;
+    let job = super::jobs::find(&state, id).await?;
     if job.status != JobState::Dead {
         return Err(ApiError::not_found(format!(
             "job {id} is {}, not dead (GET /v1/jobs/{id} shows it)",

@@ -9,7 +9,7 @@ use revenant::store::{
     CancelResult, CancelTarget, JobCancelParams, JobEnqueueParams, JobFilter, JobGetParams,
     JobListParams,
 };
-use revenant::{JobState, NewJob, Timestamp};
+use revenant::{Job, JobId, JobState, NewJob, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -244,15 +244,34 @@ pub async fn list(
         correlation_id: query.correlation_id,
         ..JobFilter::default()
     };
+    page(&state, filter, query.before, limit).await
+}
+
+/// One page of the jobs `filter` matches, newest first, before the id `before`.
+pub(super) async fn page(
+    state: &AppState,
+    filter: JobFilter,
+    before: Option<i64>,
+    limit: u32,
+) -> Result<Json<JobList>, ApiError> {
     let jobs = state
         .store
         .job_list(JobListParams {
             filter,
-            before_id: input::before(query.before)?,
+            before_id: input::before(before)?,
             limit,
         })
         .await?;
     Ok(Json(JobList::page(jobs, limit)))
+}
+
+/// The job `id`, or a 404 naming it.
+pub(super) async fn find(state: &AppState, id: JobId) -> Result<Job, ApiError> {
+    state
+        .store
+        .job_get(JobGetParams { id })
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no job with id {id}")))
 }
 
 /// `GET /v1/jobs/{id}`: the job with its whole history.
@@ -260,12 +279,7 @@ pub async fn show(
     State(state): State<AppState>,
     JobIdPath(id): JobIdPath,
 ) -> Result<Json<JobView>, ApiError> {
-    let job = state
-        .store
-        .job_get(JobGetParams { id })
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("no job with id {id}")))?;
-    Ok(Json(job.into()))
+    Ok(Json(find(&state, id).await?.into()))
 }
 
 /// `POST /v1/jobs/{id}/cancel`'s optional body.
