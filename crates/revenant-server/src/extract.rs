@@ -38,6 +38,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
                 "the request body is empty; this route needs a JSON object",
             ));
         }
+        must_be_object(&bytes)?;
         decode(&bytes).map(JsonBody)
     }
 }
@@ -50,7 +51,18 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJ
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJsonBody(T::default()));
         }
+        must_be_object(&bytes)?;
         decode(&bytes).map(OptionalJsonBody)
+    }
+}
+
+/// Every body of the API is a JSON object. Checked before decoding: serde would read
+/// an array as a struct's fields in order (`[]` as a body of defaults), which the
+/// documented schema does not allow.
+fn must_be_object(bytes: &[u8]) -> Result<(), ApiError> {
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') | None => Ok(()),
+        Some(_) => Err(ApiError::field("body", "must be a JSON object")),
     }
 }
 

@@ -865,6 +865,17 @@ async fn cancel_stops_a_job_and_its_worker_loses_the_lease(backend: Backend) {
         "lease_lost",
     )
     .await;
+    // A body that is not an object is refused, not read as a struct's fields (the
+    // API fuzz run found `[]` accepted).
+    let error = s
+        .post_err(
+            &format!("/v1/jobs/{ready}/cancel"),
+            json!([]),
+            BAD,
+            "invalid_field",
+        )
+        .await;
+    assert_eq!(error["field"], "body");
     // The body is optional.
     let response = s
         .raw(Method::POST, &format!("/v1/jobs/{ready}/cancel"))
