@@ -1,4 +1,6 @@
-//! revenant's core: everything that is not a database.
+//! revenant's core: the model every other crate shares, with no database, HTTP client,
+//! TOML or metrics dependency. The worker runtime is `revenant-runtime`; the client
+//! every door calls is in `revenant`.
 //!
 //! - [`job`]: the job model, its states and its error history;
 //! - [`backoff`] and [`policy`]: the retry policy (exponential backoff with jitter,
@@ -9,10 +11,7 @@
 //!   operation;
 //! - [`fingerprint`]: the stable fingerprint of an error message that groups dead jobs
 //!   dying of one bug;
-//! - [`names`] and [`duration`]: input validation shared by every entry point;
-//! - [`runtime`]: the worker runtime: handlers, fetchers, executors, the completer,
-//!   maintenance, metrics and graceful shutdown;
-//! - [`alert`]: alert rules on the four numbers, their evaluation and delivery;
+//! - [`names`], [`duration`] and [`rate`]: input validation shared by every entry point;
 //! - [`dependency`]: per-dependency circuit breakers, shared rate limits and retry
 //!   budgets.
 //!
@@ -20,7 +19,6 @@
 //! backend uses its own clock (PostgreSQL's `now()`, the owning process for SQLite);
 //! tests pin it so nothing sleeps.
 
-pub mod alert;
 pub mod backoff;
 pub mod decide;
 pub mod dependency;
@@ -31,7 +29,7 @@ pub mod job;
 pub mod names;
 pub mod outcome;
 pub mod policy;
-pub mod runtime;
+pub mod rate;
 pub mod store;
 
 pub use backoff::{Backoff, Jitter};
@@ -42,8 +40,5 @@ pub use job::{
 };
 pub use outcome::Outcome;
 pub use policy::{PolicyError, PolicySet, RetryPolicy};
-pub use runtime::{
-    ConfigError, DependencyConfig, Handler, JobAction, JobContext, JobError, ResultExt,
-    ShutdownHandle, Worker, WorkerBuilder, WorkerError,
-};
+pub use rate::Rate;
 pub use store::Store;

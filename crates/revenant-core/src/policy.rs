@@ -320,6 +320,27 @@ impl PolicySet {
         self
     }
 
+    /// This set with the stored policies laid over it: a stored default replaces the
+    /// default, a stored queue's or kind's policy replaces the one of the same name.
+    /// What the store holds wins over what code declared, so an operator's
+    /// `revenant policy set` reaches workers whose code says otherwise.
+    pub fn overlay(&self, stored: &[crate::store::PolicyRecord]) -> PolicySet {
+        use crate::store::PolicyScope;
+        let mut merged = self.clone();
+        for record in stored {
+            match &record.scope {
+                PolicyScope::Default => merged.default = record.policy,
+                PolicyScope::Queue(queue) => {
+                    merged.queues.insert(queue.clone(), record.policy);
+                }
+                PolicyScope::Kind(kind) => {
+                    merged.kinds.insert(kind.clone(), record.policy);
+                }
+            }
+        }
+        merged
+    }
+
     /// The policy for a job of `kind` on `queue`.
     pub fn resolve(&self, queue: &str, kind: &str) -> &RetryPolicy {
         self.kinds

@@ -1065,4 +1065,58 @@ pub trait Store: Send + Sync + 'static {
         &self,
         params: DependencySweepParams,
     ) -> Result<Vec<String>, StoreError>;
+    // TEMPORARY (replaced by the store-seam branch at merge).
+    /// Stored policies.
+    async fn policy_list(&self) -> Result<Vec<PolicyRecord>, StoreError> {
+        Ok(Vec::new())
+    }
+    /// Upsert.
+    async fn policy_set(&self, _params: PolicySetParams) -> Result<(), StoreError> {
+        Err(StoreError::Unsupported {
+            backend: self.backend(),
+            capability: "policies",
+        })
+    }
+    /// Delete.
+    async fn policy_delete(&self, _params: PolicyDeleteParams) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+}
+
+/// Where a stored policy applies (TEMPORARY).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "scope", content = "name", rename_all = "snake_case")]
+pub enum PolicyScope {
+    /// Default.
+    Default,
+    /// Queue.
+    Queue(String),
+    /// Kind.
+    Kind(String),
+}
+/// A stored policy (TEMPORARY).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyRecord {
+    /// Scope.
+    pub scope: PolicyScope,
+    /// Policy.
+    pub policy: crate::RetryPolicy,
+    /// When.
+    pub updated_at: Timestamp,
+}
+/// Upsert (TEMPORARY).
+#[derive(Debug, Clone)]
+pub struct PolicySetParams {
+    /// Scope.
+    pub scope: PolicyScope,
+    /// Policy.
+    pub policy: crate::RetryPolicy,
+    /// Clock.
+    pub now: Option<Timestamp>,
+}
+/// Delete (TEMPORARY).
+#[derive(Debug, Clone)]
+pub struct PolicyDeleteParams {
+    /// Scope.
+    pub scope: PolicyScope,
 }

@@ -34,7 +34,7 @@ mod excerpt;
 pub use exec::{ExecHandler, ExecPayload};
 pub use http::{HttpClientError, HttpHandler, HttpPayload};
 
-use revenant_core::WorkerBuilder;
+use revenant_runtime::WorkerBuilder;
 
 /// The kinds [`register_builtin`] adds, in that order.
 pub const BUILTIN_KINDS: [&str; 2] = ["http", "exec"];

@@ -6,20 +6,55 @@
 //! cause is fixed (redrive). It runs embedded on SQLite for one machine and on
 //! PostgreSQL for many.
 //!
-//! This crate is the one to depend on: it re-exports the core types and picks a
-//! backend from a database URL.
+//! This crate is the one to depend on. Its parts, all you need to hold in your head:
 //!
-//! ```no_run
-//! # async fn example() -> Result<(), revenant::StoreError> {
-//! use revenant::store::JobEnqueueParams;
-//! use revenant::NewJob;
+//! - [`Client`]: every user-level operation (enqueue with the policy of the job's queue
+//!   and kind, cancel, redrive paced and audited, purge, export, pause, breakers,
+//!   stored policies). The CLI and the HTTP server call it too.
+//! - [`Worker`] and [`Handler`]: the runtime that runs your handlers
+//!   ([`Client::worker`] gives a builder sharing the client's store and policies).
+//! - [`RetryPolicy`] and [`PolicySet`]: attempts, backoff, jitter, timeouts; stored in
+//!   the database so every door and worker agrees ([`Client::set_policy`]).
+//! - [`StoreError`], [`InputError`], [`JobError`]: what can go wrong.
+//! - [`connect`]: a store from a URL (`sqlite://...`, `postgres://...`).
 //!
-//! let store = revenant::connect("sqlite://revenant.db").await?;
+//! Enqueue, run and see the job complete, on a SQLite file:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! # let url = format!("sqlite://{}", dir.path().join("doc.db").display());
+//! use revenant::{Client, JobContext, JobError, JobState, NewJob, PolicyScope, RetryPolicy};
+//!
+//! let client = Client::connect(&url).await?;
+//! // Every receipt gets 5 attempts, whichever door enqueues it.
+//! let policy = RetryPolicy::builder().max_attempts(5).build()?;
+//! client.set_policy(PolicyScope::Kind("send_receipt".into()), policy).await?;
+//!
 //! let job = NewJob::new("emails", "send_receipt", serde_json::json!({"order": 42}));
-//! let ids = store
-//!     .job_enqueue(JobEnqueueParams { jobs: vec![job], default_max_attempts: 12, now: None })
+//! let id = client.enqueue(job).await?.id;
+//! assert_eq!(client.job(id).await?.unwrap().max_attempts, 5);
+//!
+//! #[derive(serde::Deserialize)]
+//! struct Receipt { order: u64 }
+//! let worker = client
+//!     .worker()
+//!     .queue("emails", 4)
+//!     .handler_fn("send_receipt", |_ctx: JobContext, r: Receipt| async move {
+//!         assert_eq!(r.order, 42);
+//!         Ok::<(), JobError>(())
+//!     })
+//!     .build()?;
+//! // Run until the job is done (a service runs `worker.run()`: until SIGTERM).
+//! let watcher = client.clone();
+//! worker
+//!     .run_until(async move {
+//!         while watcher.job(id).await.unwrap().unwrap().status != JobState::Completed {
+//!             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+//!         }
+//!     })
 //!     .await?;
-//! println!("enqueued job {}", ids[0].id);
 //! # Ok(()) }
 //! ```
 //!
@@ -30,9 +65,42 @@
 
 use std::sync::Arc;
 
-pub use revenant_core::*;
-pub use revenant_postgres as postgres;
-pub use revenant_sqlite as sqlite;
+pub mod client;
+
+pub use client::{
+    Client, DeadSelection, ExportError, Preview, RedriveProgress, RedriveReport, RedriveRequest,
+    SettleReport,
+};
+pub use revenant_core::store::PolicyScope;
+pub use revenant_core::{
+    backoff, decide, dependency, duration, error, fingerprint, job, names, outcome, policy, rate,
+    store,
+};
+pub use revenant_core::{
+    Backoff, DeadReason, ErrorEntry, FailureClass, InputError, Jitter, Job, JobId, JobState,
+    LeaseToken, NewJob, Outcome, PolicyError, PolicySet, Rate, RetryPolicy, Store, StoreError,
+    Timestamp, Transition,
+};
+pub use revenant_runtime::{alert, settle};
+pub use revenant_runtime::{
+    ConfigError, DependencyConfig, Handler, JobAction, JobContext, JobError, ResultExt,
+    ShutdownHandle, Worker, WorkerBuilder, WorkerError,
+};
+
+/// The worker runtime, whole: handlers, the worker and its builder, maintenance,
+/// metrics, the settle step. The common items are re-exported at the crate root.
+pub mod runtime {
+    pub use revenant_runtime::*;
+}
+
+/// The backends, for what only one of them offers (a PostgreSQL transaction's
+/// enqueue, [`postgres::PgStore::job_enqueue_tx`]) and for tests. Most code needs only
+/// [`connect`].
+pub mod backends {
+    pub use revenant_postgres as postgres;
+    pub use revenant_sqlite as sqlite;
+}
+pub use backends::{postgres, sqlite};
 
 /// The URL used when none is given: a SQLite file in the working directory.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://revenant.db";

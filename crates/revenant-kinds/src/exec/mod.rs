@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use revenant_core::duration;
-use revenant_core::runtime::{Handler, JobContext, JobError};
+use revenant_runtime::{Handler, JobContext, JobError};
 
 use crate::excerpt::TailBuffer;
 pub use payload::ExecPayload;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use revenant_core::runtime::JobError;
+use revenant_runtime::JobError;
 
 /// The payload of an `exec` job.
 ///
@@ -134,7 +134,7 @@ impl ExecPayload {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use revenant_core::runtime::JobAction;
+    use revenant_runtime::JobAction;
 
     fn refusal(p: ExecPayload) -> String {
         let err = p.validate().unwrap_err();

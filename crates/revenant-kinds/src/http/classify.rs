@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime};
 use reqwest::header::{HeaderMap, LOCATION, RETRY_AFTER};
 use reqwest::StatusCode;
 
-use revenant_core::runtime::JobError;
+use revenant_runtime::JobError;
 
 /// How much of the response body goes into the error message.
 pub(crate) const BODY_EXCERPT_BYTES: usize = 512;

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use reqwest::header::{HeaderName, HeaderValue};
 use reqwest::{Client, Response};
 
-use revenant_core::runtime::{Handler, JobContext, JobError};
+use revenant_runtime::{Handler, JobContext, JobError};
 
 pub use payload::{HttpPayload, DEFAULT_TIMEOUT};
 

@@ -7,7 +7,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use reqwest::{Method, Url};
 use serde::{Deserialize, Serialize};
 
-use revenant_core::runtime::JobError;
+use revenant_runtime::JobError;
 
 /// The payload of an `http` job.
 ///
@@ -193,7 +193,7 @@ pub(crate) fn redacted(url: &Url) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use revenant_core::runtime::JobAction;
+    use revenant_runtime::JobAction;
 
     fn payload(url: &str) -> HttpPayload {
         HttpPayload {

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use revenant_core::runtime::{Handler, JobContext, JobContextParts};
 use revenant_core::Outcome;
+use revenant_runtime::{Handler, JobContext, JobContextParts};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 

@@ -18,8 +18,8 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::alert::config::AlertConfig;
-use crate::job::Timestamp;
-use crate::store::QueueStats;
+use revenant_core::job::Timestamp;
+use revenant_core::store::QueueStats;
 
 /// Which rule an alert comes from (the rules file's key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -149,7 +149,7 @@ fn jobs(n: f64) -> &'static str {
 }
 
 fn secs(s: f64) -> String {
-    crate::duration::format(std::time::Duration::from_secs_f64(s.max(0.0)))
+    revenant_core::duration::format(std::time::Duration::from_secs_f64(s.max(0.0)))
 }
 
 /// One message to send: to the log, and to the webhook if there is one.

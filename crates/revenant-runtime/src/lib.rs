@@ -1,4 +1,7 @@
-//! The worker runtime: where failures are handled for real.
+//! revenant's worker runtime: where failures are handled for real.
+//!
+//! Users reach it through the facade crate `revenant` (`revenant::Worker`,
+//! `revenant::runtime::...`); it depends on `revenant-core` only, never on a backend.
 //!
 //! ```text
 //!            ┌──────────── Worker ─────────────────────────────────────┐
@@ -28,7 +31,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use revenant_core::runtime::{JobContext, JobError, ResultExt, Worker};
+//! use revenant_runtime::{JobContext, JobError, ResultExt, Worker};
 //!
 //! # async fn send(_to: &str) -> Result<(), std::io::Error> { Ok(()) }
 //! # async fn f(store: Arc<dyn revenant_core::Store>) -> Result<(), Box<dyn std::error::Error>> {
@@ -58,10 +61,13 @@
 //! - Results are written fenced on the lease: a result that comes after the lease was
 //!   lost is rejected by the store and logged, never applied.
 
+pub mod alert;
 pub mod context;
 pub mod handler;
 pub mod maintenance;
 pub mod metrics;
+pub mod policies;
+pub mod settle;
 pub mod shutdown;
 pub mod worker;
 
@@ -82,5 +88,6 @@ pub use context::{JobContext, JobContextParts};
 pub use gate::DependencyConfig;
 pub use handler::{Handler, JobAction, JobError, ResultExt};
 pub use maintenance::MaintenanceConfig;
+pub use policies::Policies;
 pub use shutdown::{signal, ShutdownHandle};
 pub use worker::{ConfigError, Worker, WorkerBuilder, WorkerError};

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use revenant_core::runtime::metrics::{MetricType, METRICS};
+use revenant_runtime::metrics::{MetricType, METRICS};
 
 fn docs() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs")

@@ -10,8 +10,8 @@
 //! checks that it and `docs/prometheus/alerts.yml` name only metrics listed in
 //! [`METRICS`].
 
-use crate::dependency::{BreakerState, DependencyState, WaitReason};
-use crate::store::QueueStats;
+use revenant_core::dependency::{BreakerState, DependencyState, WaitReason};
+use revenant_core::store::QueueStats;
 
 /// Attempts by how they ended. Labels: `queue`, `kind`, `outcome`, `class`.
 pub const JOB_ATTEMPTS: &str = "revenant_job_attempts_total";

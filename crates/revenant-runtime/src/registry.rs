@@ -9,9 +9,9 @@ use futures::FutureExt;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
-use crate::outcome::Outcome;
-use crate::runtime::context::JobContext;
-use crate::runtime::handler::{Handler, HandlerFn};
+use crate::context::JobContext;
+use crate::handler::{Handler, HandlerFn};
+use revenant_core::outcome::Outcome;
 
 /// A handler with its payload type erased.
 pub(crate) trait ErasedHandler: Send + Sync + 'static {

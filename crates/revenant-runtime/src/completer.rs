@@ -12,9 +12,9 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::error::StoreError;
-use crate::runtime::store_retry::retry;
-use crate::store::{
+use crate::store_retry::retry;
+use revenant_core::error::StoreError;
+use revenant_core::store::{
     Fenced, JobCompleteParams, JobFailParams, JobFailure, JobReleaseParams, LeaseRef, Store,
 };
 

@@ -3,8 +3,8 @@
 use chrono::{TimeZone, Utc};
 
 use super::*;
-use crate::job::Timestamp;
-use crate::store::QueueStats;
+use revenant_core::job::Timestamp;
+use revenant_core::store::QueueStats;
 
 fn stats(queue: &str) -> QueueStats {
     QueueStats {

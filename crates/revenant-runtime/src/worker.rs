@@ -12,18 +12,19 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::alert::AlertConfig;
-use crate::error::{InputError, StoreError};
-use crate::names;
-use crate::policy::{PolicyError, PolicySet, RetryPolicy};
-use crate::runtime::completer::{self, CompleterHandle};
-use crate::runtime::context::JobContext;
-use crate::runtime::gate::{self, Dependencies, DependencyConfig};
-use crate::runtime::handler::{Handler, JobError};
-use crate::runtime::maintenance::{self, MaintenanceConfig};
-use crate::runtime::registry::Registry;
-use crate::runtime::shutdown::{self, ShutdownHandle};
-use crate::runtime::{fetcher, store_retry};
-use crate::store::{Store, WorkerHeartbeatParams, WorkerRemoveParams};
+use crate::completer::{self, CompleterHandle};
+use crate::context::JobContext;
+use crate::gate::{self, Dependencies, DependencyConfig};
+use crate::handler::{Handler, JobError};
+use crate::maintenance::{self, MaintenanceConfig};
+use crate::policies::Policies;
+use crate::registry::Registry;
+use crate::shutdown::{self, ShutdownHandle};
+use crate::{fetcher, store_retry};
+use revenant_core::error::{InputError, StoreError};
+use revenant_core::names;
+use revenant_core::policy::{PolicyError, PolicySet, RetryPolicy};
+use revenant_core::store::{Store, WorkerHeartbeatParams, WorkerRemoveParams};
 
 /// A configuration that cannot work, refused by [`WorkerBuilder::build`] before
 /// anything runs.
@@ -97,7 +98,7 @@ pub(crate) struct QueueConfig {
 pub(crate) struct Shared {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) registry: Registry,
-    pub(crate) policies: PolicySet,
+    pub(crate) policies: Arc<Policies>,
     pub(crate) worker_id: String,
     pub(crate) poll_interval: Duration,
     pub(crate) claim_cooldown: Duration,
@@ -112,7 +113,7 @@ pub(crate) struct Shared {
     /// The dependency gate, when the worker protects dependencies.
     pub(crate) dependencies: Option<Dependencies>,
     /// Short retries this worker wrote, so its fetchers wake when they come due.
-    pub(crate) due_soon: crate::runtime::due_soon::DueSoon,
+    pub(crate) due_soon: crate::due_soon::DueSoon,
 }
 
 /// Builds a [`Worker`]. Every setting has a default except the store, the queues and the
@@ -123,6 +124,7 @@ pub struct WorkerBuilder {
     registry: Registry,
     duplicate_kinds: Vec<String>,
     policies: PolicySet,
+    shared_policies: Option<Arc<Policies>>,
     worker_id: Option<String>,
     poll_interval: Duration,
     claim_cooldown: Duration,
@@ -159,7 +161,7 @@ impl WorkerBuilder {
     ///
     /// ```no_run
     /// # use std::sync::Arc;
-    /// # use revenant_core::runtime::{Worker, JobContext, JobError};
+    /// # use revenant_runtime::{Worker, JobContext, JobError};
     /// # fn f(store: Arc<dyn revenant_core::Store>) {
     /// let worker = Worker::builder(store)
     ///     .queue("emails", 10)
@@ -186,11 +188,24 @@ impl WorkerBuilder {
         self
     }
 
-    /// The retry policies. Default: [`PolicySet::default`] (see [`RetryPolicy`] for its
-    /// numbers). Each policy is checked again at build, so one deserialized from a
-    /// config file is held to the same rules as one built in code.
+    /// The retry policies declared in code. Default: [`PolicySet::default`] (see
+    /// [`RetryPolicy`] for its numbers). The policies stored in the database
+    /// (`revenant policy set`) are laid over them and win (see [`Policies`]), so every
+    /// worker and every door resolves a job's policy the same way. Each policy is
+    /// checked again at build, so one deserialized from a config file is held to the
+    /// same rules as one built in code.
     pub fn policies(mut self, policies: PolicySet) -> Self {
         self.policies = policies;
+        self.shared_policies = None;
+        self
+    }
+
+    /// Shares a [`Policies`] cache with the code that enqueues (`revenant::Client`
+    /// does this), so a policy changed through it is seen here at once. Replaces
+    /// [`WorkerBuilder::policies`].
+    pub fn shared_policies(mut self, policies: Arc<Policies>) -> Self {
+        self.policies = policies.base().clone();
+        self.shared_policies = Some(policies);
         self
     }
 
@@ -263,7 +278,7 @@ impl WorkerBuilder {
 
     /// Protects the dependencies jobs call with a circuit breaker, a rate limit and a
     /// retry budget per key, shared with every other worker through the store (see
-    /// [`crate::dependency`]). Default: off, every job runs as soon as it is claimed.
+    /// [`revenant_core::dependency`]). Default: off, every job runs as soon as it is claimed.
     /// `DependencyConfig::default()` gives every key a breaker and a retry budget with
     /// their defaults and no rate limit.
     ///
@@ -355,11 +370,14 @@ impl WorkerBuilder {
             }
             None => format!("{}-{}", host_name(), std::process::id()),
         };
+        let policies = self
+            .shared_policies
+            .unwrap_or_else(|| Arc::new(Policies::new(self.policies)));
         Ok(Worker {
             store: self.store,
             queues: self.queues,
             registry: self.registry,
-            policies: self.policies,
+            policies,
             worker_id,
             poll_interval: self.poll_interval,
             claim_cooldown: self.claim_cooldown,
@@ -391,7 +409,7 @@ fn host_name() -> String {
 ///
 /// ```no_run
 /// # use std::sync::Arc;
-/// # use revenant_core::runtime::{Worker, JobContext};
+/// # use revenant_runtime::{Worker, JobContext};
 /// # async fn f(store: Arc<dyn revenant_core::Store>) {
 /// let worker = Worker::builder(store)
 ///     .queue("emails", 10)
@@ -406,7 +424,7 @@ pub struct Worker {
     store: Arc<dyn Store>,
     queues: Vec<QueueConfig>,
     registry: Registry,
-    policies: PolicySet,
+    policies: Arc<Policies>,
     worker_id: String,
     poll_interval: Duration,
     claim_cooldown: Duration,
@@ -429,6 +447,7 @@ impl Worker {
             registry: Registry::default(),
             duplicate_kinds: Vec::new(),
             policies: PolicySet::default(),
+            shared_policies: None,
             worker_id: None,
             poll_interval: Duration::from_secs(1),
             claim_cooldown: Duration::from_millis(20),
@@ -527,7 +546,7 @@ impl Worker {
             abandon: abandon.clone(),
             completer,
             dependencies,
-            due_soon: crate::runtime::due_soon::DueSoon::new(self.poll_interval),
+            due_soon: crate::due_soon::DueSoon::new(self.poll_interval),
         });
         let maintenance_task = tokio::spawn(maintenance::run(
             shared.clone(),
@@ -608,7 +627,7 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::memory::MemoryStore;
+    use crate::memory::MemoryStore;
 
     fn builder() -> WorkerBuilder {
         Worker::builder(Arc::new(MemoryStore::new()))

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::backoff::{Backoff, Jitter};
-use crate::job::{DeadReason, FailureClass, Job, JobState, NewJob};
-use crate::policy::{PolicySet, RetryPolicy};
-use crate::runtime::memory::MemoryStore;
-use crate::runtime::{JobContext, JobError, ShutdownHandle, Worker, WorkerBuilder};
-use crate::store::{CancelTarget, JobCancelParams, JobEnqueueParams, Store};
+use crate::memory::MemoryStore;
+use crate::{JobContext, JobError, ShutdownHandle, Worker, WorkerBuilder};
+use revenant_core::backoff::{Backoff, Jitter};
+use revenant_core::job::{DeadReason, FailureClass, Job, JobState, NewJob};
+use revenant_core::policy::{PolicySet, RetryPolicy};
+use revenant_core::store::{CancelTarget, JobCancelParams, JobEnqueueParams, Store};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -278,7 +278,7 @@ async fn expired_leases_of_an_idle_queue_are_reclaimed_one_at_a_time_without_wai
     }
     // A process claims them all and dies: every lease runs out 50 ms later.
     let held = store
-        .job_claim(crate::store::JobClaimParams {
+        .job_claim(revenant_core::store::JobClaimParams {
             queue: "q".into(),
             worker: "dead".into(),
             limit: JOBS as u32,
@@ -453,11 +453,11 @@ mod dependencies {
     use std::sync::atomic::AtomicBool;
 
     use super::*;
-    use crate::dependency::{
+    use crate::DependencyConfig;
+    use revenant_core::dependency::{
         BreakerPolicy, BreakerState, DependencyPolicies, DependencyPolicy, WaitReason,
     };
-    use crate::runtime::DependencyConfig;
-    use crate::store::DependencyListParams;
+    use revenant_core::store::DependencyListParams;
 
     fn fast_breaker() -> DependencyConfig {
         DependencyConfig {

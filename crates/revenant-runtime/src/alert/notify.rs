@@ -130,7 +130,7 @@ impl Notifier {
 /// the same facts as fields for machines.
 ///
 /// ```
-/// # use revenant_core::alert::{AlertEvent, AlertStatus, Rule, Severity, webhook_payload};
+/// # use revenant_runtime::alert::{AlertEvent, AlertStatus, Rule, Severity, webhook_payload};
 /// let at = chrono::Utc::now();
 /// let event = AlertEvent {
 ///     queue: "payments".into(), rule: Rule::DeadAbove, severity: Severity::Critical,

@@ -9,7 +9,7 @@
 //! - **Worker registry** ([`Store::worker_heartbeat`]): the worker says it is alive,
 //!   and workers not seen for a long time are dropped from the registry.
 //! - **Stats sampling** ([`Store::queue_stats`]), when asked for: the per-queue gauges
-//!   of [`crate::runtime::metrics`].
+//!   of [`crate::metrics`].
 //! - **Dependencies**, when the worker protects them: on the sweep's interval,
 //!   [`Store::dependency_sweep`] makes one parked job due for a breaker that wants a
 //!   probe when no new job of its key arrives; with the stats sampling, the
@@ -22,11 +22,11 @@
 //! Every worker runs maintenance; each step is idempotent, so several workers doing
 //! it at once is harmless. A failing store is logged and tried again at the next tick.
 //!
-//! [`Store::job_sweep`]: crate::store::Store::job_sweep
-//! [`Store::job_prune`]: crate::store::Store::job_prune
-//! [`Store::worker_heartbeat`]: crate::store::Store::worker_heartbeat
-//! [`Store::queue_stats`]: crate::store::Store::queue_stats
-//! [`Store::dependency_sweep`]: crate::store::Store::dependency_sweep
+//! [`Store::job_sweep`]: revenant_core::store::Store::job_sweep
+//! [`Store::job_prune`]: revenant_core::store::Store::job_prune
+//! [`Store::worker_heartbeat`]: revenant_core::store::Store::worker_heartbeat
+//! [`Store::queue_stats`]: revenant_core::store::Store::queue_stats
+//! [`Store::dependency_sweep`]: revenant_core::store::Store::dependency_sweep
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,12 +35,12 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::alert::{self, AlertConfig, AlertState, Notifier};
-use crate::error::InputError;
-use crate::job::{DeadReason, FailureClass};
-use crate::runtime::executor::log_dead;
-use crate::runtime::metrics::{self, AttemptOutcome};
-use crate::runtime::worker::Shared;
-use crate::store::{
+use crate::metrics::{self, AttemptOutcome};
+use crate::settle;
+use crate::worker::Shared;
+use revenant_core::error::InputError;
+use revenant_core::job::{DeadReason, FailureClass};
+use revenant_core::store::{
     DependencyListParams, DependencySweepParams, JobGetParams, JobPruneParams, JobSweepParams,
     QueueStatsParams, WorkerHeartbeatParams, WorkerRemoveParams,
 };
@@ -218,11 +218,11 @@ async fn sweep_once(shared: &Shared) {
                     .as_ref()
                     .map(|e| e.message.clone())
                     .unwrap_or_else(|| "the lease expired on the last attempt".into());
-                log_dead(
-                    shared,
+                settle::dead_letter(
                     &job,
+                    &shared.worker_id,
                     DeadReason::LeaseExpired,
-                    FailureClass::LeaseExpired.as_str(),
+                    FailureClass::LeaseExpired,
                     &error,
                 );
             }
@@ -244,7 +244,7 @@ async fn sweep_once(shared: &Shared) {
 
 /// The attempt that ended with its worker (or its stall): counted here, since the
 /// worker that ran it could not.
-fn count_lease_expired(job: &crate::job::Job) {
+fn count_lease_expired(job: &revenant_core::job::Job) {
     metrics::attempt(
         &job.queue,
         &job.kind,

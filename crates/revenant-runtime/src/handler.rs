@@ -10,7 +10,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use revenant_core::runtime::{JobError, ResultExt};
+//! use revenant_runtime::{JobError, ResultExt};
 //!
 //! fn parse(text: &str) -> Result<u32, JobError> {
 //!     // A payload we can never parse will not parse next time either.
@@ -18,14 +18,14 @@
 //!     Ok(n)
 //! }
 //! assert!(parse("12").is_ok());
-//! assert_eq!(parse("x").unwrap_err().action(), revenant_core::runtime::JobAction::Permanent);
+//! assert_eq!(parse("x").unwrap_err().action(), revenant_runtime::JobAction::Permanent);
 //!
 //! fn io() -> Result<(), JobError> {
 //!     // `?` alone: retry with backoff.
 //!     std::fs::read("/definitely/not/here")?;
 //!     Ok(())
 //! }
-//! assert_eq!(io().unwrap_err().action(), revenant_core::runtime::JobAction::Retry);
+//! assert_eq!(io().unwrap_err().action(), revenant_runtime::JobAction::Retry);
 //! ```
 
 use std::error::Error as StdError;
@@ -36,14 +36,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 
-use crate::outcome::Outcome;
-use crate::runtime::context::JobContext;
+use crate::context::JobContext;
+use revenant_core::outcome::Outcome;
 
 /// A job handler for one kind.
 ///
 /// ```
 /// use async_trait::async_trait;
-/// use revenant_core::runtime::{Handler, JobContext, JobError};
+/// use revenant_runtime::{Handler, JobContext, JobError};
 ///
 /// #[derive(serde::Deserialize)]
 /// struct Receipt { order: u64 }
@@ -79,11 +79,11 @@ pub trait Handler: Send + Sync + 'static {
     async fn run(&self, ctx: JobContext, payload: Self::Payload) -> Result<(), JobError>;
 
     /// The dependency this job calls (`email-provider`, a host name), so a worker
-    /// given dependency policies ([`crate::runtime::WorkerBuilder::dependencies`])
+    /// given dependency policies ([`crate::WorkerBuilder::dependencies`])
     /// can protect it: a circuit breaker, a rate limit and a retry budget shared by
-    /// every worker (see [`crate::dependency`]). Asked before each attempt, with the
+    /// every worker (see [`revenant_core::dependency`]). Asked before each attempt, with the
     /// decoded payload. Default: none, or the key given to
-    /// [`crate::runtime::WorkerBuilder::dependency`] for the kind.
+    /// [`crate::WorkerBuilder::dependency`] for the kind.
     fn dependency(&self, _payload: &Self::Payload) -> Option<String> {
         None
     }
@@ -140,7 +140,7 @@ impl JobError {
     pub fn snooze(after: Duration) -> Self {
         Self::new(
             JobAction::Snooze(after),
-            format!("snoozed for {}", crate::duration::format(after)),
+            format!("snoozed for {}", revenant_core::duration::format(after)),
         )
     }
 
@@ -187,7 +187,7 @@ impl JobError {
         self
     }
 
-    /// The outcome the runtime hands to [`crate::decide`].
+    /// The outcome the runtime hands to [`revenant_core::decide`].
     pub fn into_outcome(self) -> Outcome {
         let message = self.message;
         match self.action {
@@ -270,7 +270,7 @@ impl<T, E: Into<JobError>> ResultExt<T> for Result<T, E> {
     }
 }
 
-/// The call a closure handler makes (see [`crate::runtime::WorkerBuilder::handler_fn`]).
+/// The call a closure handler makes (see [`crate::WorkerBuilder::handler_fn`]).
 pub(crate) trait HandlerFn<P>: Send + Sync + 'static {
     type Fut: Future<Output = Result<(), JobError>> + Send + 'static;
     fn call(&self, ctx: JobContext, payload: P) -> Self::Fut;

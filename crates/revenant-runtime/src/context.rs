@@ -7,8 +7,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::job::JobId;
-use crate::runtime::handler::JobError;
+use crate::handler::JobError;
+use revenant_core::job::JobId;
 
 /// The attempt a handler is running: who the job is, how many tries it has had, when
 /// the attempt must end, and a cancellation token.
@@ -170,7 +170,7 @@ impl JobContext {
             Ok(output) => Ok(output),
             Err(_) => Err(JobError::retry(format!(
                 "external call timed out after {}",
-                crate::duration::format(limit)
+                revenant_core::duration::format(limit)
             ))),
         }
     }
@@ -179,7 +179,7 @@ impl JobContext {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::handler::JobAction;
+    use crate::handler::JobAction;
 
     pub(crate) fn context(deadline_in: Duration) -> JobContext {
         JobContext::new(JobContextParts {

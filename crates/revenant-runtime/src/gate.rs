@@ -2,15 +2,15 @@
 //! dependency ask the store for a permit (one call per key per claimed batch); after
 //! each attempt, its answer is reported for the breaker (batched by a reporter task).
 //!
-//! - A job's key comes from its handler ([`crate::runtime::Handler::dependency`]; the
+//! - A job's key comes from its handler ([`crate::Handler::dependency`]; the
 //!   `http` kind says the URL's host) or from the kind's key given to
-//!   [`crate::runtime::WorkerBuilder::dependency`]. A job without one runs as before.
-//! - [`crate::Store::dependency_acquire`] answers per job: run (after a short wait
+//!   [`crate::WorkerBuilder::dependency`]. A job without one runs as before.
+//! - [`revenant_core::Store::dependency_acquire`] answers per job: run (after a short wait
 //!   when the rate limit paces it), run as the breaker's probe, or wait: the store has
 //!   already put the job back in `ready` with its attempt given back.
 //! - After the attempt, successes and transient failures (retry, retry-after,
 //!   timeout) are counted for the key and sent every `report_interval` in one
-//!   [`crate::Store::dependency_report`] per key; a probe's answer is sent at once, so
+//!   [`revenant_core::Store::dependency_report`] per key; a probe's answer is sent at once, so
 //!   the breaker closes as soon as the dependency is back. Permanent failures, panics,
 //!   decode errors and cancels are not counted: they say nothing about the
 //!   dependency.
@@ -26,19 +26,19 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::dependency::{DependencyPolicies, ProbeOutcome, RateLimit};
-use crate::job::{Job, JobId};
-use crate::names;
-use crate::outcome::Outcome;
-use crate::runtime::metrics;
-use crate::runtime::store_retry::retry;
-use crate::runtime::worker::Shared;
-use crate::store::{
+use crate::metrics;
+use crate::store_retry::retry;
+use crate::worker::Shared;
+use revenant_core::dependency::{DependencyPolicies, ProbeOutcome, RateLimit};
+use revenant_core::job::{Job, JobId};
+use revenant_core::names;
+use revenant_core::outcome::Outcome;
+use revenant_core::store::{
     DependencyAcquireParams, DependencyReportParams, LeaseRef, Permit, PermitRequest, ProbeReport,
     Store,
 };
 
-/// A worker's dependency settings (see [`crate::runtime::WorkerBuilder::dependencies`]).
+/// A worker's dependency settings (see [`crate::WorkerBuilder::dependencies`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DependencyConfig {
     /// The policies: one for every key, overrides per key.
@@ -213,8 +213,9 @@ pub(crate) async fn gate(
     deps: &Dependencies,
     lease: Duration,
     jobs: &[Job],
-) -> Result<Vec<Gate>, crate::StoreError> {
+) -> Result<Vec<Gate>, revenant_core::StoreError> {
     let mut gates: Vec<Gate> = vec![Gate::Run(None); jobs.len()];
+    let retry_policies = shared.policies.current(&*shared.store).await;
     let mut by_key: Vec<(String, Vec<usize>)> = Vec::new();
     for (i, job) in jobs.iter().enumerate() {
         let Some(key) = deps.key_of(shared, job) else {
@@ -235,13 +236,13 @@ pub(crate) async fn gate(
             .iter()
             .map(|&i| {
                 let job = &jobs[i];
-                let retry_policy = shared.policies.resolve(&job.queue, &job.kind);
+                let retry_policy = retry_policies.resolve(&job.queue, &job.kind);
                 // The backoff its next retry would wait: what a retry over budget waits.
                 let failures = u32::try_from(job.attempts.saturating_sub(1).max(1)).unwrap_or(1);
                 PermitRequest {
                     lease: LeaseRef {
                         id: job.id,
-                        lease_token: job.lease_token.unwrap_or(crate::LeaseToken(0)),
+                        lease_token: job.lease_token.unwrap_or(revenant_core::LeaseToken(0)),
                     },
                     retry_delay: retry_policy.retry_delay(failures, None, &mut rand::rng()),
                 }
@@ -553,7 +554,7 @@ mod tests {
         let rate = RateLimit::per_second(47.0);
         assert_eq!(rate.window_requests(), 47);
         assert_eq!(rate.with_burst(4).window_requests(), 50);
-        let scaled = crate::dependency::DependencyPolicy::off()
+        let scaled = revenant_core::dependency::DependencyPolicy::off()
             .with_rate_limit(rate)
             .time_scaled(30.0)
             .rate_limit

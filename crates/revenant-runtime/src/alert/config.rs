@@ -25,8 +25,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::duration;
-use crate::names;
+use revenant_core::duration;
+use revenant_core::names;
 
 /// A rules file that cannot be used. Every variant names the file's key at fault.
 #[derive(Debug, thiserror::Error)]
@@ -178,7 +178,7 @@ impl AlertConfig {
     /// Parses and checks the text of a rules file.
     ///
     /// ```
-    /// use revenant_core::alert::AlertConfig;
+    /// use revenant_runtime::alert::AlertConfig;
     /// let config = AlertConfig::from_toml("[queues.payments]\ncritical = true\n").unwrap();
     /// assert_eq!(config.rules_for("payments").dead_above, Some(0));
     /// let err = AlertConfig::from_toml("[default]\ndead_abov = 3\n").unwrap_err();

@@ -25,19 +25,19 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::decide::{decide, Transition};
-use crate::job::{DeadReason, Job, LeaseToken};
-use crate::outcome::Outcome;
-use crate::policy::RetryPolicy;
-use crate::runtime::completer::Ack;
-use crate::runtime::context::{JobContext, JobContextParts};
-use crate::runtime::gate::{Answer, Ticket};
-use crate::runtime::metrics::{self, AttemptOutcome};
-use crate::runtime::store_retry::retry;
-use crate::runtime::worker::Shared;
-use crate::store::{
-    CancelResult, CancelTarget, FailAction, Fenced, JobCancelParams, JobFailure,
-    JobHeartbeatParams, JobSnoozeParams, LeaseRef,
+use crate::completer::Ack;
+use crate::context::{JobContext, JobContextParts};
+use crate::gate::{Answer, Ticket};
+use crate::metrics::{self, AttemptOutcome};
+use crate::settle::{self, SettleWrite, Settled, Settlement};
+use crate::store_retry::retry;
+use crate::worker::Shared;
+use revenant_core::decide::Transition;
+use revenant_core::job::Job;
+use revenant_core::outcome::Outcome;
+use revenant_core::policy::RetryPolicy;
+use revenant_core::store::{
+    CancelTarget, Fenced, JobCancelParams, JobHeartbeatParams, JobSnoozeParams, LeaseRef,
 };
 
 /// How an attempt ended, before its result is written.
@@ -65,7 +65,10 @@ pub(crate) async fn run(
         id: job.id,
         lease_token,
     };
-    let policy = *shared.policies.resolve(&job.queue, &job.kind);
+    let policy = shared
+        .policies
+        .resolve(&*shared.store, &job.queue, &job.kind)
+        .await;
     if let (Some(ticket), Some(dependencies)) = (&ticket, &shared.dependencies) {
         // The rate limit's pacing: the turn the store gave (at most its max_wait
         // away, well within the lease), then this process's own spacing.
@@ -195,7 +198,12 @@ pub(crate) async fn run(
 }
 
 /// Counts an attempt's answer for its dependency, if it has one.
-fn report(shared: &Shared, ticket: Option<&Ticket>, job: crate::job::JobId, answer: Answer) {
+fn report(
+    shared: &Shared,
+    ticket: Option<&Ticket>,
+    job: revenant_core::job::JobId,
+    answer: Answer,
+) {
     if let (Some(ticket), Some(dependencies)) = (ticket, &shared.dependencies) {
         dependencies.reporter.record(ticket, job, answer);
     }
@@ -257,7 +265,9 @@ async fn heartbeat(
     }
 }
 
-/// Decides what follows the attempt, writes it, and logs it.
+/// Decides what follows the attempt (the settle step), writes it, and logs it:
+/// completes and failures through the batching completer, snoozes and cancels
+/// directly, each retried on storage errors until the lease would be gone.
 async fn finish(
     shared: &Shared,
     job: &Job,
@@ -265,170 +275,55 @@ async fn finish(
     policy: &RetryPolicy,
     outcome: Outcome,
 ) {
-    let transition = decide(
+    let settlement = Settlement::decide(
+        job,
+        lease,
         &outcome,
-        job.attempts,
-        job.max_attempts,
         policy,
+        &shared.worker_id,
         &mut rand::rng(),
     );
-    match transition {
-        Transition::Complete => {
-            let result = shared.completer.send(Ack::Complete(lease)).await;
-            match result {
-                Ok(Fenced::Applied) => {
-                    count(job, AttemptOutcome::Completed, "none");
-                    tracing::debug!(job_id = job.id, queue = %job.queue, kind = %job.kind, attempt = job.attempts, "job completed")
-                }
-                Ok(Fenced::LeaseLost) => log_rejected(shared, job, lease.lease_token, "complete"),
-                Err(err) => log_unwritten(shared, job, "complete", &err.to_string()),
-            }
-        }
-        Transition::Retry { delay, failure } => {
-            let class = failure.class;
-            let message = failure.message.clone();
-            let result = shared
-                .completer
-                .send(Ack::Fail(JobFailure {
-                    lease,
-                    failure,
-                    action: FailAction::Retry { delay },
-                    worker: Some(shared.worker_id.clone()),
-                }))
-                .await;
-            match result {
-                Ok(Fenced::Applied) => {
-                    shared.due_soon.note(&job.queue, delay);
-                    count(job, AttemptOutcome::Retried, class.as_str());
-                    tracing::warn!(
-                    job_id = job.id,
-                    queue = %job.queue,
-                    kind = %job.kind,
-                    attempt = job.attempts,
-                    max_attempts = job.max_attempts,
-                    class = %class,
-                    error = %message,
-                    correlation_id = job.correlation_id.as_deref(),
-                    worker = %shared.worker_id,
-                    retry_in_ms = delay.as_millis() as u64,
-                    "job attempt failed; retrying"
-                    )
-                }
-                Ok(Fenced::LeaseLost) => log_rejected(shared, job, lease.lease_token, "fail"),
-                Err(err) => log_unwritten(shared, job, "fail", &err.to_string()),
-            }
-        }
-        Transition::Dead { reason, failure } => {
-            let class = failure.class;
-            let message = failure.message.clone();
-            let result = shared
-                .completer
-                .send(Ack::Fail(JobFailure {
-                    lease,
-                    failure,
-                    action: FailAction::Dead { reason },
-                    worker: Some(shared.worker_id.clone()),
-                }))
-                .await;
-            match result {
-                Ok(Fenced::Applied) => {
-                    count(job, AttemptOutcome::Dead, class.as_str());
-                    log_dead(shared, job, reason, class.as_str(), &message)
-                }
-                Ok(Fenced::LeaseLost) => log_rejected(shared, job, lease.lease_token, "fail"),
-                Err(err) => log_unwritten(shared, job, "fail", &err.to_string()),
-            }
-        }
-        Transition::Snooze { delay } => {
-            let result = retry("job_snooze", &shared.abandon, || {
-                shared.store.job_snooze(JobSnoozeParams {
-                    lease,
-                    delay,
-                    now: None,
-                })
+    let written = match settlement.write().clone() {
+        SettleWrite::Complete(lease) => shared
+            .completer
+            .send(Ack::Complete(lease))
+            .await
+            .map(Settled::from)
+            .map_err(|err| err.to_string()),
+        SettleWrite::Fail(failure) => shared
+            .completer
+            .send(Ack::Fail(failure))
+            .await
+            .map(Settled::from)
+            .map_err(|err| err.to_string()),
+        SettleWrite::Snooze { lease, delay } => retry("job_snooze", &shared.abandon, || {
+            shared.store.job_snooze(JobSnoozeParams {
+                lease,
+                delay,
+                now: None,
             })
-            .await;
-            match result {
-                Ok(Fenced::Applied) => {
-                    count(job, AttemptOutcome::Snoozed, "none");
-                    tracing::info!(job_id = job.id, queue = %job.queue, kind = %job.kind, snooze_ms = delay.as_millis() as u64, "job snoozed; attempt given back")
-                }
-                Ok(Fenced::LeaseLost) => log_rejected(shared, job, lease.lease_token, "snooze"),
-                Err(err) => log_unwritten(shared, job, "snooze", &err.to_string()),
-            }
-        }
-        Transition::Cancel { message } => {
-            let result = retry("job_cancel", &shared.abandon, || {
-                shared.store.job_cancel(JobCancelParams {
-                    target: CancelTarget::Lease(lease),
-                    message: Some(message.clone()),
-                    now: None,
-                })
+        })
+        .await
+        .map(Settled::from)
+        .map_err(|err| err.to_string()),
+        SettleWrite::Cancel { lease, message } => retry("job_cancel", &shared.abandon, || {
+            shared.store.job_cancel(JobCancelParams {
+                target: CancelTarget::Lease(lease),
+                message: Some(message.clone()),
+                now: None,
             })
-            .await;
-            match result {
-                Ok(CancelResult::Cancelled) => {
-                    count(job, AttemptOutcome::Cancelled, "none");
-                    tracing::info!(job_id = job.id, queue = %job.queue, kind = %job.kind, reason = %message, "job cancelled by its handler")
-                }
-                Ok(other) => {
-                    tracing::warn!(job_id = job.id, queue = %job.queue, kind = %job.kind, result = ?other, "handler's cancel was not applied")
-                }
-                Err(err) => log_unwritten(shared, job, "cancel", &err.to_string()),
-            }
-        }
+        })
+        .await
+        .map(settle::cancelled)
+        .map_err(|err| err.to_string()),
+    };
+    let settled = written.unwrap_or_else(|err| Settled::Unwritten(err));
+    if let (Settled::Applied, &Transition::Retry { delay, .. }) =
+        (&settled, settlement.transition())
+    {
+        shared.due_soon.note(&job.queue, delay);
     }
-}
-
-/// The structured event for a dead letter: everything a human needs at 3am.
-pub(crate) fn log_dead(shared: &Shared, job: &Job, reason: DeadReason, class: &str, error: &str) {
-    metrics::dead_letter(&job.queue, &job.kind, reason.as_str());
-    tracing::error!(
-        job_id = job.id,
-        queue = %job.queue,
-        kind = %job.kind,
-        attempt = job.attempts,
-        max_attempts = job.max_attempts,
-        class,
-        error,
-        dead_reason = %reason,
-        correlation_id = job.correlation_id.as_deref(),
-        worker = %shared.worker_id,
-        "job dead-lettered"
-    );
-}
-
-/// Counts one attempt by how it ended.
-fn count(job: &Job, outcome: AttemptOutcome, class: &'static str) {
-    metrics::attempt(&job.queue, &job.kind, outcome, class);
-}
-
-fn log_rejected(shared: &Shared, job: &Job, token: LeaseToken, op: &'static str) {
-    count(job, AttemptOutcome::LeaseLost, "none");
-    tracing::warn!(
-        job_id = job.id,
-        queue = %job.queue,
-        kind = %job.kind,
-        attempt = job.attempts,
-        lease_token = %token,
-        worker = %shared.worker_id,
-        op,
-        "late result rejected: the lease was lost (reclaimed, released or cancelled)"
-    );
-}
-
-fn log_unwritten(shared: &Shared, job: &Job, op: &'static str, error: &str) {
-    count(job, AttemptOutcome::Unwritten, "none");
-    tracing::error!(
-        job_id = job.id,
-        queue = %job.queue,
-        kind = %job.kind,
-        attempt = job.attempts,
-        worker = %shared.worker_id,
-        op,
-        error,
-        "could not write the attempt's result; the job is reclaimed when its lease expires"
-    );
+    settlement.record(job, &settled);
 }
 
 /// The text of a panic payload (`panic!("...")` gives a `&str` or a `String`).

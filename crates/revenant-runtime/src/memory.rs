@@ -10,10 +10,10 @@ use async_trait::async_trait;
 use chrono::Utc;
 use tokio::sync::Notify;
 
-use crate::dependency::{DependencyRecord, DependencyState, WaitReason, WaitingCounts};
-use crate::error::StoreError;
-use crate::job::{ErrorEntry, FailureClass, Job, JobId, JobState, LeaseToken, Timestamp};
-use crate::store::*;
+use revenant_core::dependency::{DependencyRecord, DependencyState, WaitReason, WaitingCounts};
+use revenant_core::error::StoreError;
+use revenant_core::job::{ErrorEntry, FailureClass, Job, JobId, JobState, LeaseToken, Timestamp};
+use revenant_core::store::*;
 
 #[derive(Default)]
 pub(crate) struct MemoryStore {
@@ -220,7 +220,7 @@ impl Store for MemoryStore {
                 job.status == JobState::Running && job.lease_expires_at.is_some_and(|at| at <= now);
             if expired && job.attempts >= job.max_attempts {
                 finish(job, JobState::Dead, now);
-                job.dead_reason = Some(crate::job::DeadReason::LeaseExpired);
+                job.dead_reason = Some(revenant_core::job::DeadReason::LeaseExpired);
                 continue;
             }
             if expired && reclaims_left == 0 {
@@ -365,7 +365,7 @@ impl Store for MemoryStore {
                 && job.attempts >= job.max_attempts
             {
                 finish(job, JobState::Dead, now);
-                job.dead_reason = Some(crate::job::DeadReason::LeaseExpired);
+                job.dead_reason = Some(revenant_core::job::DeadReason::LeaseExpired);
                 out.push(job.id);
             }
         }
@@ -543,7 +543,7 @@ impl Store for MemoryStore {
         &self,
         params: DependencySetParams,
     ) -> Result<DependencyState, StoreError> {
-        crate::names::validate_key("dependency", &params.dependency)?;
+        revenant_core::names::validate_key("dependency", &params.dependency)?;
         let now = params.now.unwrap_or_else(Utc::now);
         let mut record = self
             .dependencies

@@ -19,7 +19,7 @@
 //! one per suspect run, not one per poll interval. A suspect that runs longer than the
 //! poll interval stops holding reclaims back (a slow job must not stall them).
 //!
-//! [`Store::wait_for_jobs`]: crate::store::Store::wait_for_jobs
+//! [`Store::wait_for_jobs`]: revenant_core::store::Store::wait_for_jobs
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -27,23 +27,25 @@ use std::sync::Arc;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use crate::runtime::completer::Ack;
-use crate::runtime::executor;
-use crate::runtime::gate::{self, Gate};
-use crate::runtime::store_retry::retry;
-use crate::runtime::worker::{QueueConfig, Shared};
-use crate::store::{JobClaimParams, LeaseRef};
+use crate::completer::Ack;
+use crate::executor;
+use crate::gate::{self, Gate};
+use crate::store_retry::retry;
+use crate::worker::{QueueConfig, Shared};
+use revenant_core::store::{JobClaimParams, LeaseRef};
 
 pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Semaphore>) {
     let stop = shared.stop_claiming.clone();
     // Claims use the queue's lease; an executor whose kind has its own lease sets it
     // with a heartbeat right after starting.
-    let claim_lease = shared
-        .policies
-        .queues
-        .get(&queue.name)
-        .unwrap_or(&shared.policies.default)
-        .lease();
+    let claim_lease = {
+        let policies = shared.policies.current(&*shared.store).await;
+        policies
+            .queues
+            .get(&queue.name)
+            .unwrap_or(&policies.default)
+            .lease()
+    };
     let mut last_claim: Option<tokio::time::Instant> = None;
     let suspects = Arc::new(Suspects::default());
     // Until when the suspect started last holds reclaims back.
@@ -178,9 +180,9 @@ impl Drop for SuspectRunning {
 
 /// True when the job was claimed off an expired lease: the claim wrote a
 /// `lease_expired` entry for the attempt before this one.
-fn is_reclaim(job: &crate::job::Job) -> bool {
+fn is_reclaim(job: &revenant_core::job::Job) -> bool {
     job.errors.last().is_some_and(|e| {
-        e.class == crate::job::FailureClass::LeaseExpired && e.attempt == job.attempts - 1
+        e.class == revenant_core::job::FailureClass::LeaseExpired && e.attempt == job.attempts - 1
     })
 }
 
@@ -190,7 +192,7 @@ fn is_reclaim(job: &crate::job::Job) -> bool {
 async fn start(
     shared: &Arc<Shared>,
     claim_lease: std::time::Duration,
-    jobs: Vec<crate::job::Job>,
+    jobs: Vec<revenant_core::job::Job>,
     permits: Vec<OwnedSemaphorePermit>,
     suspects: &Arc<Suspects>,
 ) -> bool {
@@ -224,7 +226,7 @@ async fn start(
     suspect
 }
 
-async fn release(shared: &Shared, jobs: Vec<crate::job::Job>) {
+async fn release(shared: &Shared, jobs: Vec<revenant_core::job::Job>) {
     for job in jobs {
         let Some(lease_token) = job.lease_token else {
             continue;

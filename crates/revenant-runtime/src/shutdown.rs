@@ -1,5 +1,5 @@
 //! Graceful shutdown: the signals that start it and the handle that starts it by hand.
-//! What happens after is in [`crate::runtime::Worker::run_until`].
+//! What happens after is in [`crate::Worker::run_until`].
 
 use tokio_util::sync::CancellationToken;
 

@@ -8,7 +8,7 @@
 //! - [`notify`]: the log and the webhook.
 //!
 //! The worker evaluates the rules in its maintenance loop when given a config
-//! ([`crate::runtime::WorkerBuilder::alerts`]); `revenant check` evaluates them once,
+//! ([`crate::WorkerBuilder::alerts`]); `revenant check` evaluates them once,
 //! for cron. Every worker given a rules file evaluates it, over every queue in the
 //! store: give it to one worker (or to `revenant check`) to get one message per
 //! incident, not one per worker.

@@ -18,7 +18,7 @@ use std::time::Duration;
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::StoreError;
+use revenant_core::error::StoreError;
 
 /// The first delay.
 const BASE: Duration = Duration::from_millis(50);
