@@ -45,7 +45,8 @@ pub enum Command {
     /// close or release a breaker by hand.
     #[command(subcommand)]
     Breaker(crate::commands::BreakerCommand),
-    /// Print a retry policy's schedule: each retry's delay range and the total span.
+    /// The retry policies stored for every door and worker (list, set, unset), or a
+    /// policy's schedule: each retry's delay range and the total span.
     Policy(PolicyArgs),
     /// Play the outage story in virtual time, without a database: what a policy does
     /// to the provider's load and to the jobs.
@@ -377,9 +378,23 @@ pub struct StatsArgs {
     pub json: bool,
 }
 
-/// `revenant policy`: defaults are revenant's global default policy.
+/// `revenant policy`: the stored retry policies every door and worker resolves
+/// against (`list`, `set`, `unset`), or, with flags and no subcommand, the schedule of
+/// a policy before anyone trusts it.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct PolicyArgs {
+    /// What to do; none: print the schedule the flags describe.
+    #[command(subcommand)]
+    pub command: Option<crate::commands::PolicyCommand>,
+    /// The policy whose schedule to print.
+    #[command(flatten)]
+    pub schedule: ScheduleArgs,
+}
+
+/// `revenant policy [FLAGS]`: defaults are revenant's global default policy.
+#[derive(Debug, Args)]
+pub struct ScheduleArgs {
     /// The delay after the first failure.
     #[arg(long, default_value = "10s")]
     pub base: String,

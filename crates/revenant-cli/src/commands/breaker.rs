@@ -2,12 +2,11 @@
 //! limits and retry budgets, and an operator's hand on a breaker.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use chrono::Utc;
 use revenant::dependency::{BreakerAction, BreakerState, DependencyState};
-use revenant::store::{DependencyListParams, DependencySetParams};
-use revenant::{names, Store};
+use revenant::store::DependencyListParams;
+use revenant::{names, Client};
 
 use crate::error::CliError;
 use crate::output::{self, Table};
@@ -55,7 +54,8 @@ pub enum BreakerCommand {
 }
 
 /// Runs a `breaker` subcommand.
-pub async fn run(store: &Arc<dyn Store>, command: BreakerCommand) -> Result<ExitCode, CliError> {
+pub async fn run(client: &Client, command: BreakerCommand) -> Result<ExitCode, CliError> {
+    let store = client.store();
     let (dependency, action, json) = match command {
         BreakerCommand::List { dependency, json } => {
             if let Some(key) = &dependency {
@@ -87,13 +87,7 @@ pub async fn run(store: &Arc<dyn Store>, command: BreakerCommand) -> Result<Exit
         .await?
         .first()
         .map_or(0, |d| d.waiting.breaker);
-    let state = store
-        .dependency_set(DependencySetParams {
-            dependency: dependency.clone(),
-            action,
-            now: None,
-        })
-        .await?;
+    let state = client.breaker(&dependency, action).await?;
     if json {
         output::json(&state)?;
         return Ok(ExitCode::SUCCESS);

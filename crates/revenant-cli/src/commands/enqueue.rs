@@ -4,8 +4,7 @@ use std::io::Read;
 use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
-use revenant::store::{JobEnqueueParams, JobGetParams};
-use revenant::{duration, InputError, NewJob, RetryPolicy, Store};
+use revenant::{duration, Client, InputError, NewJob};
 use serde::Serialize;
 
 use crate::cli::EnqueueArgs;
@@ -21,30 +20,17 @@ struct Enqueued {
 }
 
 /// Validates everything before the store is touched, then enqueues one job.
-pub async fn run(
-    store: &std::sync::Arc<dyn Store>,
-    args: EnqueueArgs,
-) -> Result<ExitCode, CliError> {
+/// The job's `max_attempts`, unless `--max-attempts` gives it, is the stored policy's
+/// for its queue and kind (`revenant policy set`), resolved by the client.
+pub async fn run(client: &Client, args: EnqueueArgs) -> Result<ExitCode, CliError> {
     let job = build(&args)?;
-    let enqueued = store
-        .job_enqueue(JobEnqueueParams {
-            jobs: vec![job],
-            default_max_attempts: RetryPolicy::default().max_attempts() as i32,
-            now: None,
-        })
-        .await?;
-    let first = enqueued
-        .first()
-        .ok_or_else(|| CliError::Failed("the store enqueued nothing and said nothing".into()))?;
-    let job = store
-        .job_get(JobGetParams { id: first.id })
-        .await?
-        .ok_or_else(|| {
-            CliError::Failed(format!(
-                "job {} vanished right after enqueue (pruned or purged?)",
-                first.id
-            ))
-        })?;
+    let first = client.enqueue(job).await?;
+    let job = client.job(first.id).await?.ok_or_else(|| {
+        CliError::Failed(format!(
+            "job {} vanished right after enqueue (pruned or purged?)",
+            first.id
+        ))
+    })?;
     if args.json {
         output::json(&Enqueued {
             job,

@@ -44,18 +44,6 @@ pub fn build(args: &FilterArgs, now: Timestamp) -> Result<JobFilter, InputError>
     })
 }
 
-/// True when no flag narrows the filter (used to refuse an accidental "everything").
-pub fn is_empty(args: &FilterArgs) -> bool {
-    args.queue.is_none()
-        && args.kind.is_none()
-        && args.group.is_none()
-        && args.correlation_id.is_none()
-        && args.error.is_none()
-        && args.since.is_none()
-        && args.until.is_none()
-        && args.fingerprint.is_none()
-}
-
 /// Reads `1h` (that long ago) or an RFC 3339 time.
 pub fn point_in_time(
     field: &'static str,

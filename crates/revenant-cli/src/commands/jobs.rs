@@ -3,8 +3,8 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use revenant::store::{CancelResult, CancelTarget, JobCancelParams, JobGetParams, JobListParams};
-use revenant::{Job, JobState, Store};
+use revenant::store::{CancelResult, JobGetParams};
+use revenant::{Client, Job, JobState, Store};
 
 use crate::cli::JobsCommand;
 use crate::commands::filter;
@@ -12,7 +12,8 @@ use crate::error::CliError;
 use crate::output::{self, clip, time, time_opt, Table};
 
 /// Runs a `jobs` subcommand.
-pub async fn run(store: &Arc<dyn Store>, command: JobsCommand) -> Result<ExitCode, CliError> {
+pub async fn run(client: &Client, command: JobsCommand) -> Result<ExitCode, CliError> {
+    let store = client.store();
     match command {
         JobsCommand::List {
             filter: args,
@@ -26,13 +27,7 @@ pub async fn run(store: &Arc<dyn Store>, command: JobsCommand) -> Result<ExitCod
             if let Some(status) = status {
                 filter.statuses = Some(vec![status.parse::<JobState>()?]);
             }
-            let jobs = store
-                .job_list(JobListParams {
-                    filter,
-                    before_id: before,
-                    limit: filter::limit(limit)?,
-                })
-                .await?;
+            let jobs = client.jobs(filter, before, filter::limit(limit)?).await?;
             if json {
                 output::json(&jobs)?;
             } else {
@@ -42,13 +37,7 @@ pub async fn run(store: &Arc<dyn Store>, command: JobsCommand) -> Result<ExitCod
         }
         JobsCommand::Show { id, json } => show(store, id, json, None).await,
         JobsCommand::Cancel { id, reason, json } => {
-            let result = store
-                .job_cancel(JobCancelParams {
-                    target: CancelTarget::Id(id),
-                    message: reason,
-                    now: None,
-                })
-                .await?;
+            let result = client.cancel(id, reason).await?;
             if json {
                 output::json(&serde_json::json!({ "id": id, "result": result }))?;
             }

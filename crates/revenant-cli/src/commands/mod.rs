@@ -21,14 +21,13 @@ pub use breaker::BreakerCommand;
 pub use check::{CheckArgs, UNKNOWN as CHECK_UNKNOWN};
 pub use demo::DemoArgs;
 pub use metrics::MetricsArgs;
+pub use policy::PolicyCommand;
 pub use serve::ServeArgs;
 pub use simulate::SimulateArgs;
 pub use work::WorkArgs;
 
+use revenant::Client;
 use std::process::ExitCode;
-use std::sync::Arc;
-
-use revenant::Store;
 
 use crate::cli::{Cli, Command};
 use crate::error::CliError;
@@ -37,23 +36,23 @@ use crate::error::CliError;
 pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
     let url = cli.database_url;
     match cli.command {
-        Command::Policy(args) => policy::run(args),
+        Command::Policy(command) => policy::run(&url, command).await,
         Command::Simulate(args) => simulate::run(args).await,
         Command::Demo(args) => demo::run(args).await,
         Command::Enqueue(args) => enqueue::run(&open(&url).await?, args).await,
         Command::Jobs(command) => jobs::run(&open(&url).await?, command).await,
         Command::Dead(command) => dead::run(&open(&url).await?, command).await,
         Command::Queues(command) => queues::run(&open(&url).await?, command).await,
-        Command::Stats(args) => stats::run(&open(&url).await?, args).await,
+        Command::Stats(args) => stats::run(open(&url).await?.store(), args).await,
         Command::Breaker(command) => breaker::run(&open(&url).await?, command).await,
-        Command::Work(args) => work::run(open(&url).await?, args).await,
+        Command::Work(args) => work::run(&open(&url).await?, args).await,
         Command::Check(args) => check::run(&url, args).await,
-        Command::Metrics(args) => metrics::run(&open(&url).await?, args).await,
+        Command::Metrics(args) => metrics::run(open(&url).await?.store(), args).await,
         Command::Serve(args) => serve::run(&url, args).await,
     }
 }
 
-/// Opens the store the URL names.
-async fn open(url: &str) -> Result<Arc<dyn Store>, CliError> {
-    Ok(revenant::connect(url).await?)
+/// Opens the store the URL names, behind the client every command goes through.
+async fn open(url: &str) -> Result<Client, CliError> {
+    Ok(Client::connect(url).await?)
 }

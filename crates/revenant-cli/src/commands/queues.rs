@@ -1,10 +1,7 @@
 //! `revenant queues list|pause|resume`.
 
+use revenant::Client;
 use std::process::ExitCode;
-use std::sync::Arc;
-
-use revenant::store::QueuePauseParams;
-use revenant::{names, Store};
 
 use crate::cli::QueuesCommand;
 use crate::commands::stats;
@@ -12,29 +9,17 @@ use crate::error::CliError;
 use crate::output;
 
 /// Runs a `queues` subcommand.
-pub async fn run(store: &Arc<dyn Store>, command: QueuesCommand) -> Result<ExitCode, CliError> {
+pub async fn run(client: &Client, command: QueuesCommand) -> Result<ExitCode, CliError> {
     match command {
         QueuesCommand::List { json } => {
-            stats::print(store, None, stats::DEFAULT_ALIVE_WITHIN, json).await
+            stats::print(client.store(), None, stats::DEFAULT_ALIVE_WITHIN, json).await
         }
         QueuesCommand::Pause { queue, json } => {
-            names::validate_name("queue", &queue)?;
-            store
-                .queue_pause(QueuePauseParams {
-                    queue: queue.clone(),
-                    now: None,
-                })
-                .await?;
+            client.pause(&queue).await?;
             report(&queue, true, json)
         }
         QueuesCommand::Resume { queue, json } => {
-            names::validate_name("queue", &queue)?;
-            store
-                .queue_resume(QueuePauseParams {
-                    queue: queue.clone(),
-                    now: None,
-                })
-                .await?;
+            client.resume(&queue).await?;
             report(&queue, false, json)
         }
     }

@@ -8,16 +8,12 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
 
 use clap::Args;
 use revenant::alert::AlertConfig;
 use revenant::duration::parse;
 use revenant::runtime::MaintenanceConfig;
-use revenant::{
-    names, Backoff, DependencyConfig, InputError, Jitter, PolicySet, RetryPolicy, Store, Worker,
-};
+use revenant::{names, Client, DependencyConfig, InputError};
 use revenant_kinds::{ExecHandler, HttpHandler};
 
 use crate::commands::protection::ProtectionArgs;
@@ -37,27 +33,6 @@ pub struct WorkArgs {
     /// can enqueue could otherwise run any program on this machine.
     #[arg(long = "allow-exec", value_name = "COMMAND")]
     pub allow_exec: Vec<String>,
-    /// Attempts in all (default 12).
-    #[arg(long, allow_negative_numbers = true)]
-    pub attempts: Option<i64>,
-    /// Backoff after the first failure (default 10s).
-    #[arg(long)]
-    pub base: Option<String>,
-    /// Backoff multiplier (default 2).
-    #[arg(long)]
-    pub multiplier: Option<f64>,
-    /// Longest backoff (default 1h).
-    #[arg(long)]
-    pub cap: Option<String>,
-    /// none, full, equal, proportional(F) or decorrelated (default equal).
-    #[arg(long)]
-    pub jitter: Option<String>,
-    /// How long one attempt may run (default 30s; below the lease).
-    #[arg(long)]
-    pub attempt_timeout: Option<String>,
-    /// How long a claim stays invisible without a heartbeat (default 60s).
-    #[arg(long)]
-    pub lease: Option<String>,
     /// This worker's id in the registry and on the jobs it claims (default host-pid).
     #[arg(long)]
     pub worker_id: Option<String>,
@@ -90,10 +65,14 @@ pub struct WorkArgs {
 }
 
 /// Runs the worker until a signal; exits 0 after a clean shutdown.
-pub async fn run(store: Arc<dyn Store>, args: WorkArgs) -> Result<ExitCode, CliError> {
+///
+/// Retry policies are not flags here: a worker cannot decide a job's attempts (they
+/// are fixed at enqueue), and two workers with different flags would disagree on one
+/// job's backoff. They are stored once, with `revenant policy set`, and every worker
+/// reads them (see `revenant policy list`).
+pub async fn run(client: &Client, args: WorkArgs) -> Result<ExitCode, CliError> {
     let queues = queues(&args)?;
-    let policy = policy(&args)?;
-    let mut builder = Worker::builder(store).policies(PolicySet::new(policy));
+    let mut builder = client.worker();
     for (queue, concurrency) in &queues {
         builder = builder.queue(queue.clone(), *concurrency);
     }
@@ -195,40 +174,4 @@ fn queues(args: &WorkArgs) -> Result<Vec<(String, usize)>, InputError> {
             Ok((name.to_string(), concurrency))
         })
         .collect()
-}
-
-fn policy(args: &WorkArgs) -> Result<RetryPolicy, InputError> {
-    let defaults = RetryPolicy::default();
-    let mut builder = defaults.to_builder();
-    if let Some(attempts) = args.attempts {
-        let attempts = u32::try_from(attempts)
-            .map_err(|_| InputError::new("attempts", format!("{attempts} is out of range")))?;
-        builder = builder.max_attempts(attempts);
-    }
-    let base = args
-        .base
-        .as_deref()
-        .map(|t| parse("base", t))
-        .transpose()?
-        .unwrap_or(defaults.backoff().base);
-    let cap = args
-        .cap
-        .as_deref()
-        .map(|t| parse("cap", t))
-        .transpose()?
-        .unwrap_or(defaults.backoff().cap);
-    let multiplier = args.multiplier.unwrap_or(defaults.backoff().multiplier);
-    builder = builder.backoff(Backoff::new(base, multiplier, cap)?);
-    if let Some(jitter) = &args.jitter {
-        builder = builder.jitter(jitter.parse::<Jitter>()?);
-    }
-    if let Some(timeout) = &args.attempt_timeout {
-        builder = builder.attempt_timeout(parse("attempt-timeout", timeout)?);
-    }
-    if let Some(lease) = &args.lease {
-        let lease: Duration = parse("lease", lease)?;
-        // The heartbeat follows a lease given here at a third, as with the builder.
-        builder = builder.lease(lease).heartbeat(lease / 3);
-    }
-    builder.build()
 }

@@ -54,11 +54,11 @@ use std::time::{Duration, Instant};
 
 use revenant::duration::parse;
 use revenant::sqlite::SqliteStore;
-use revenant::store::{
-    DependencyListParams, JobEnqueueParams, JobFilter, JobGetParams, JobRedriveParams,
-    QueueStatsParams,
+use revenant::store::{DependencyListParams, JobFilter, JobGetParams, QueueStatsParams};
+use revenant::{
+    Client, DeadReason, DeadSelection, InputError, JobId, JobState, NewJob, PolicySet,
+    RedriveRequest, Store,
 };
-use revenant::{DeadReason, InputError, JobId, JobState, NewJob, PolicySet, Store, Worker};
 use revenant_kinds::HttpHandler;
 use serde::Serialize;
 
@@ -216,6 +216,9 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CliError> {
         .map_err(|err| CliError::Failed(format!("cannot make a temporary directory: {err}")))?;
     let db_path = dir.path().join("revenant.db");
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&db_path).await?);
+    // The demo is a door like the others: its enqueues, its worker and its redrive go
+    // through the client, with the scenario's (time-scaled) policy as the default.
+    let client = Client::new(store.clone()).with_policies(PolicySet::new(real_policy));
 
     let mut view = LiveView::new(args.json);
     let p = &scenario.policy;
@@ -258,7 +261,7 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CliError> {
     ));
 
     let clock = SimClock::start(scenario.scale);
-    let mut builder = Worker::builder(store.clone());
+    let mut builder = client.worker();
     if let Some(dependencies) = scenario.real_dependencies() {
         builder = builder.dependencies(dependencies);
     }
@@ -268,7 +271,6 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CliError> {
             HttpHandler::new().map_err(|err| CliError::Failed(err.to_string()))?,
             clock,
         ))
-        .policies(PolicySet::new(real_policy))
         .worker_id("revenant-demo")
         .poll_interval(POLL)
         .claim_cooldown(POLL)
@@ -282,7 +284,7 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CliError> {
         .await
         .map_err(|err| CliError::Failed(format!("cannot start the fake provider: {err}")))?;
     let producer = tokio::spawn(produce(
-        store.clone(),
+        client.clone(),
         scenario.clone(),
         clock,
         provider.url(),
@@ -375,16 +377,22 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CliError> {
     ));
     view.say("the provider fixes its template; redriving the dead receipt");
     provider.fix_template();
-    store
-        .job_redrive(JobRedriveParams {
-            filter: JobFilter {
-                ids: Some(vec![poison_id]),
-                ..JobFilter::default()
+    client
+        .redrive(
+            RedriveRequest {
+                selection: DeadSelection {
+                    filter: JobFilter {
+                        ids: Some(vec![poison_id]),
+                        ..JobFilter::default()
+                    },
+                    ..DeadSelection::default()
+                },
+                actor: Some("revenant demo".to_string()),
+                note: Some("the provider fixed its template".to_string()),
+                rate: None,
             },
-            actor: Some("revenant demo".to_string()),
-            note: Some("the provider fixed its template".to_string()),
-            ..JobRedriveParams::default()
-        })
+            |_| {},
+        )
         .await?;
     let redrive_deadline = Instant::now() + Duration::from_secs(30);
     let after = loop {
@@ -614,7 +622,7 @@ fn yes_no(ok: bool) -> &'static str {
 /// Enqueues the receipts as they arrive in simulated time, a batch per tick. Returns
 /// the job ids, indexed by receipt number.
 async fn produce(
-    store: Arc<dyn Store>,
+    client: Client,
     scenario: Scenario,
     clock: SimClock,
     url: String,
@@ -636,13 +644,7 @@ async fn produce(
         let jobs = (next..due)
             .map(|k| receipt_job(k, &url, &timeout))
             .collect::<Vec<_>>();
-        let enqueued = store
-            .job_enqueue(JobEnqueueParams {
-                jobs,
-                default_max_attempts: scenario.policy.max_attempts() as i32,
-                now: None,
-            })
-            .await?;
+        let enqueued = client.enqueue_many(jobs).await?;
         ids.extend(enqueued.into_iter().map(|e| e.id));
         next = due;
     }
