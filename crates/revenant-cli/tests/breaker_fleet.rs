@@ -196,6 +196,28 @@ async fn four_worker_processes_send_one_probe_at_a_time_and_keep_the_rate_limit_
 
     let rate = RATE.to_string();
     let rate_limit = format!("{KEY}={rate}");
+    // The fleet's backoff, stored once where all four workers read it.
+    let set = Command::new(env!("CARGO_BIN_EXE_revenant"))
+        .args([
+            "--database-url",
+            &url,
+            "policy",
+            "set",
+            "--default",
+            "--attempts",
+            "50",
+            "--base",
+            "200ms",
+            "--cap",
+            "1s",
+        ])
+        .output()
+        .expect("run revenant policy set");
+    assert!(
+        set.status.success(),
+        "policy set: {}",
+        String::from_utf8_lossy(&set.stderr)
+    );
     let workers = Workers(
         (0..4)
             .map(|i| {
@@ -208,12 +230,6 @@ async fn four_worker_processes_send_one_probe_at_a_time_and_keep_the_rate_limit_
                         "hooks=20",
                         "--worker-id",
                         &format!("fleet-{i}"),
-                        "--attempts",
-                        "50",
-                        "--base",
-                        "200ms",
-                        "--cap",
-                        "1s",
                         "--breaker-window",
                         "2s",
                         "--breaker-min-requests",

@@ -202,6 +202,30 @@ async fn the_operator_story(url: String) {
         2,
         "rate",
     );
+    // Rates too slow to mean anything once panicked (1e-300) or wrote a run_at no
+    // read could decode (1e-15, two jobs 31 million years apart): refused by name,
+    // nothing written, every read still fine.
+    for rate in ["1e-300", "1e-15", "1e-15/s", "NaN", "inf", "1e400"] {
+        for dry in [true, false] {
+            let mut args = vec!["dead", "redrive", "--all", "--rate", rate];
+            if dry {
+                args.push("--dry-run");
+            }
+            cli.fails(&args, 2, "rate");
+        }
+    }
+    assert_eq!(
+        cli.ok_json(&["dead", "list", "--limit", "1000", "--json"])
+            .as_array()
+            .unwrap()
+            .len(),
+        212
+    );
+    assert!(cli
+        .ok_json(&["dead", "history", "--json"])
+        .as_array()
+        .unwrap()
+        .is_empty());
 
     // Dry run first: how many, and nothing changes.
     let dry = cli.ok_json(&[
