@@ -9,6 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, SecondsFormat, Utc};
 use revenant_core::dependency::{DependencyRecord, DependencyState, WaitReason, WaitingCounts};
+use revenant_core::store::{held_delay, millis};
 use revenant_core::store::{
     plan_acquire, DependencyAcquireParams, DependencyAcquired, DependencyListParams,
     DependencyReportParams, DependencySetParams, DependencySweepParams, GatedJob, JobGate,
@@ -18,12 +19,13 @@ use revenant_core::store::{
     FingerprintGroup, JobCancelParams, JobClaimParams, JobCompleteParams, JobEnqueueParams,
     JobFailParams, JobFilter, JobGetParams, JobHeartbeatParams, JobListParams, JobPruneParams,
     JobPurgeParams, JobRedriveParams, JobReleaseParams, JobSnoozeParams, JobSweepParams, LeaseRef,
-    QueueHistoryParams, QueueHistoryPoint, QueuePauseParams, QueueStats, QueueStatsParams,
-    RedriveHistoryParams, RedriveRecord, WorkerHeartbeatParams, WorkerInfo, WorkerRemoveParams,
+    PolicyDeleteParams, PolicyRecord, PolicyScope, PolicySetParams, QueueHistoryParams,
+    QueueHistoryPoint, QueuePauseParams, QueueStats, QueueStatsParams, RedriveHistoryParams,
+    RedriveRecord, WorkerHeartbeatParams, WorkerInfo, WorkerRemoveParams,
 };
 use revenant_core::{
-    fingerprint, names, DeadReason, ErrorEntry, FailureClass, InputError, Job, JobId, JobState,
-    LeaseToken, NewJob, Store, StoreError, Timestamp,
+    fingerprint, DeadReason, ErrorEntry, FailureClass, Job, JobId, JobState, LeaseToken, Store,
+    StoreError, Timestamp,
 };
 use sqlx::query::Query;
 use sqlx::sqlite::{
@@ -103,6 +105,9 @@ mod sql {
     pub const JOB_GATE_RUNNING: &str = include_str!("../queries/job_gate_running.sql");
     pub const JOB_GATE_RUN: &str = include_str!("../queries/job_gate_run.sql");
     pub const JOB_GATE_DEFER: &str = include_str!("../queries/job_gate_defer.sql");
+    pub const POLICY_LIST: &str = include_str!("../queries/policy_list.sql");
+    pub const POLICY_SET: &str = include_str!("../queries/policy_set.sql");
+    pub const POLICY_DELETE: &str = include_str!("../queries/policy_delete.sql");
 }
 
 /// How long a writer waits for another process's write lock before the call fails
@@ -536,6 +541,26 @@ fn redrive_from_row(row: &SqliteRow) -> Result<RedriveRecord, StoreError> {
     })
 }
 
+/// Reads a stored retry policy. A scope this version does not know, JSON that does not
+/// decode and a policy its builder would refuse are all [`StoreError::Corrupt`].
+fn policy_from_row(row: &SqliteRow, scope: &str, name: &str) -> Result<PolicyRecord, StoreError> {
+    let parsed = PolicyScope::from_parts(scope, name).ok_or_else(|| {
+        StoreError::Corrupt(format!("policies.scope {scope:?} with name {name:?}"))
+    })?;
+    let json: String = get(row, "policy")?;
+    let policy: revenant_core::RetryPolicy = serde_json::from_str(&json).map_err(|err| {
+        StoreError::Corrupt(format!("policies.policy of {scope} {name:?}: {err}"))
+    })?;
+    policy.to_builder().build().map_err(|err| {
+        StoreError::Corrupt(format!("policies.policy of {scope} {name:?}: {err}"))
+    })?;
+    Ok(PolicyRecord {
+        scope: parsed,
+        policy,
+        updated_at: timestamp(get(row, "updated_at")?, "updated_at")?,
+    })
+}
+
 fn group_from_row(row: &SqliteRow) -> Result<FingerprintGroup, StoreError> {
     let list = |column: &str| -> Result<Vec<String>, StoreError> {
         let json: String = get(row, column)?;
@@ -567,10 +592,6 @@ fn group_from_row(row: &SqliteRow) -> Result<FingerprintGroup, StoreError> {
 /// in its group. Found by the torture suite's FIFO group test (seed 16).
 fn clock(now: Option<Timestamp>) -> i64 {
     now.unwrap_or_else(Utc::now).timestamp_millis()
-}
-
-fn millis(duration: Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 fn timestamp(ms: i64, column: &str) -> Result<Timestamp, StoreError> {
@@ -646,7 +667,54 @@ fn lease_expired_entry(
     })
 }
 
+/// Reads a job selected with `SELECT *`. A value this version cannot read is
+/// [`StoreError::Corrupt`] naming the job and the column.
 fn job_from_row(row: &SqliteRow) -> Result<Job, StoreError> {
+    let id: i64 = get(row, "id")?;
+    job_fields(row, id).map_err(|err| match err {
+        StoreError::Corrupt(message) => StoreError::Corrupt(format!("job {id}: {message}")),
+        other => other,
+    })
+}
+
+/// The job a listed row holds, or `None` (logged with its id) when it cannot be
+/// decoded: one bad row must not hide every other job from a listing.
+/// Errors other than [`StoreError::Corrupt`] (a lost connection, a column missing) are
+/// not the row's fault and still fail the call.
+fn decodable_job(row: &SqliteRow) -> Result<Option<Job>, StoreError> {
+    match job_from_row(row) {
+        Ok(job) => Ok(Some(job)),
+        Err(err @ StoreError::Corrupt(_)) => {
+            let job_id = get::<i64>(row, "id").ok();
+            tracing::error!(job_id, error = %err, "skipping a row that cannot be decoded");
+            Ok(None)
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// Decodes the rows of a listing (`table` names them in the log), skipping a row that
+/// holds a value this version cannot read ([`StoreError::Corrupt`], which names the
+/// row) with an error log instead of failing the whole listing.
+fn listed<T>(
+    table: &'static str,
+    rows: &[SqliteRow],
+    decode: impl Fn(&SqliteRow) -> Result<T, StoreError>,
+) -> Result<Vec<T>, StoreError> {
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        match decode(row) {
+            Ok(item) => out.push(item),
+            Err(err @ StoreError::Corrupt(_)) => {
+                tracing::error!(table, error = %err, "skipping a row that cannot be decoded");
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(out)
+}
+
+fn job_fields(row: &SqliteRow, id: i64) -> Result<Job, StoreError> {
     let status: String = get(row, "status")?;
     let status = JobState::from_str(&status)
         .map_err(|_| StoreError::Corrupt(format!("status = {status:?} is not a job state")))?;
@@ -662,7 +730,7 @@ fn job_from_row(row: &SqliteRow) -> Result<Job, StoreError> {
         .map_err(|err| StoreError::Corrupt(format!("payload is not JSON: {err}")))?;
     let errors = parse_errors(&get::<String>(row, "errors")?)?;
     Ok(Job {
-        id: get(row, "id")?,
+        id,
         queue: get(row, "queue")?,
         kind: get(row, "kind")?,
         payload,
@@ -694,26 +762,6 @@ fn job_from_row(row: &SqliteRow) -> Result<Job, StoreError> {
             })
             .transpose()?,
     })
-}
-
-fn validate_filter(filter: &JobFilter) -> Result<(), InputError> {
-    if let Some(queue) = &filter.queue {
-        names::validate_name("queue", queue)?;
-    }
-    if let Some(kind) = &filter.kind {
-        names::validate_name("kind", kind)?;
-    }
-    Ok(())
-}
-
-fn validate_lease(field: &'static str, lease: Duration) -> Result<(), InputError> {
-    if lease.is_zero() {
-        return Err(InputError::new(field, "must be longer than zero"));
-    }
-    if lease > NewJob::MAX_DELAY {
-        return Err(InputError::new(field, "must be at most 365 days"));
-    }
-    Ok(())
 }
 
 /// Binds a [`JobFilter`] as parameters ?1 to ?11 (see `queries/job_filter.sql`).
@@ -774,20 +822,7 @@ impl Store for SqliteStore {
     }
 
     async fn job_enqueue(&self, params: JobEnqueueParams) -> Result<Vec<Enqueued>, StoreError> {
-        if !(1..=NewJob::MAX_ATTEMPTS).contains(&params.default_max_attempts) {
-            return Err(InputError::new(
-                "max_attempts",
-                format!(
-                    "default {} is out of range; use 1..={}",
-                    params.default_max_attempts,
-                    NewJob::MAX_ATTEMPTS
-                ),
-            )
-            .into());
-        }
-        for job in &params.jobs {
-            job.validate()?;
-        }
+        params.validate()?;
         if params.jobs.is_empty() {
             return Ok(Vec::new());
         }
@@ -849,9 +884,7 @@ impl Store for SqliteStore {
     }
 
     async fn job_claim(&self, params: JobClaimParams) -> Result<Vec<Job>, StoreError> {
-        names::validate_name("queue", &params.queue)?;
-        names::validate_key("worker", &params.worker)?;
-        validate_lease("lease", params.lease)?;
+        params.validate()?;
         if params.limit == 0 {
             return Ok(Vec::new());
         }
@@ -942,7 +975,7 @@ impl Store for SqliteStore {
     }
 
     async fn job_heartbeat(&self, params: JobHeartbeatParams) -> Result<Fenced, StoreError> {
-        validate_lease("lease_for", params.lease_for)?;
+        params.validate()?;
         let (_turn, mut tx) = self.write().await?;
         let now = clock(params.now);
         let done = sqlx::query(sql::JOB_HEARTBEAT)
@@ -961,6 +994,7 @@ impl Store for SqliteStore {
     }
 
     async fn job_complete(&self, params: JobCompleteParams) -> Result<Vec<Fenced>, StoreError> {
+        params.validate()?;
         if params.leases.is_empty() {
             return Ok(Vec::new());
         }
@@ -998,6 +1032,7 @@ impl Store for SqliteStore {
     }
 
     async fn job_fail(&self, params: JobFailParams) -> Result<Vec<Fenced>, StoreError> {
+        params.validate()?;
         if params.failures.is_empty() {
             return Ok(Vec::new());
         }
@@ -1035,9 +1070,7 @@ impl Store for SqliteStore {
             logged.push((queue.clone(), failure.failure.class.as_str()));
             match &failure.action {
                 FailAction::Retry { delay } => {
-                    // A delay past the longest accepted one is a unit mistake or an
-                    // unbounded cap; hold it at 365 days rather than refuse the failure.
-                    let delay = (*delay).min(NewJob::MAX_DELAY);
+                    let delay = held_delay(*delay);
                     retries.push((lease.id, now.saturating_add(millis(delay)), errors));
                     wake.insert(queue);
                 }
@@ -1083,7 +1116,8 @@ impl Store for SqliteStore {
     }
 
     async fn job_snooze(&self, params: JobSnoozeParams) -> Result<Fenced, StoreError> {
-        let delay = params.delay.min(NewJob::MAX_DELAY);
+        params.validate()?;
+        let delay = held_delay(params.delay);
         let (_turn, mut tx) = self.write().await?;
         let now = clock(params.now);
         let queue: Option<String> = sqlx::query_scalar(sql::JOB_SNOOZE)
@@ -1103,6 +1137,7 @@ impl Store for SqliteStore {
     }
 
     async fn job_release(&self, params: JobReleaseParams) -> Result<Vec<Fenced>, StoreError> {
+        params.validate()?;
         if params.leases.is_empty() {
             return Ok(Vec::new());
         }
@@ -1132,16 +1167,7 @@ impl Store for SqliteStore {
     }
 
     async fn job_cancel(&self, params: JobCancelParams) -> Result<CancelResult, StoreError> {
-        if let Some(message) = &params.message {
-            if message
-                .chars()
-                .any(|c| c.is_control() && c != '\n' && c != '\t')
-            {
-                return Err(
-                    InputError::new("message", "must not contain control characters").into(),
-                );
-            }
-        }
+        params.validate()?;
         let now = clock(params.now);
         let (id, token) = match params.target {
             CancelTarget::Id(id) => (id, None),
@@ -1224,7 +1250,7 @@ impl Store for SqliteStore {
     }
 
     async fn job_list(&self, params: JobListParams) -> Result<Vec<Job>, StoreError> {
-        validate_filter(&params.filter)?;
+        params.validate()?;
         if params.limit == 0 {
             return Ok(Vec::new());
         }
@@ -1234,10 +1260,15 @@ impl Store for SqliteStore {
             .fetch_all(&self.pool)
             .await
             .map_err(classify)?;
-        rows.iter().map(job_from_row).collect()
+        let mut jobs = Vec::with_capacity(rows.len());
+        for row in &rows {
+            jobs.extend(decodable_job(row)?);
+        }
+        Ok(jobs)
     }
 
     async fn job_sweep(&self, params: JobSweepParams) -> Result<Vec<JobId>, StoreError> {
+        params.validate()?;
         let (_turn, mut tx) = self.write().await?;
         let now = clock(params.now);
         let ids = Self::kill_expired(&mut tx, now, None).await?;
@@ -1246,7 +1277,6 @@ impl Store for SqliteStore {
     }
 
     async fn job_redrive(&self, params: JobRedriveParams) -> Result<Vec<JobId>, StoreError> {
-        validate_filter(&params.filter)?;
         params.validate()?;
         let now = clock(params.now);
         let start = params
@@ -1295,7 +1325,7 @@ impl Store for SqliteStore {
     }
 
     async fn job_purge(&self, params: JobPurgeParams) -> Result<u64, StoreError> {
-        validate_filter(&params.filter)?;
+        params.validate()?;
         let (_turn, mut tx) = self.write().await?;
         let done = bind_filter(sqlx::query(sql::JOB_PURGE), &params.filter)?
             .bind(sql_limit(params.limit))
@@ -1310,7 +1340,7 @@ impl Store for SqliteStore {
         &self,
         params: DeadFingerprintsParams,
     ) -> Result<Vec<FingerprintGroup>, StoreError> {
-        validate_filter(&params.filter)?;
+        params.validate()?;
         if params.limit == 0 {
             return Ok(Vec::new());
         }
@@ -1319,7 +1349,7 @@ impl Store for SqliteStore {
             .fetch_all(&self.pool)
             .await
             .map_err(classify)?;
-        rows.iter().map(group_from_row).collect()
+        listed("jobs", &rows, group_from_row)
     }
 
     async fn redrive_history(
@@ -1331,10 +1361,11 @@ impl Store for SqliteStore {
             .fetch_all(&self.pool)
             .await
             .map_err(classify)?;
-        rows.iter().map(redrive_from_row).collect()
+        listed("redrives", &rows, redrive_from_row)
     }
 
     async fn job_prune(&self, params: JobPruneParams) -> Result<u64, StoreError> {
+        params.validate()?;
         let (_turn, mut tx) = self.write().await?;
         let now = clock(params.now);
         let cutoff = now.saturating_sub(millis(params.retention));
@@ -1355,7 +1386,7 @@ impl Store for SqliteStore {
     }
 
     async fn queue_pause(&self, params: QueuePauseParams) -> Result<(), StoreError> {
-        names::validate_name("queue", &params.queue)?;
+        params.validate()?;
         let (_turn, mut tx) = self.write().await?;
         let now = clock(params.now);
         sqlx::query(sql::QUEUE_SET_PAUSED)
@@ -1370,7 +1401,7 @@ impl Store for SqliteStore {
     }
 
     async fn queue_resume(&self, params: QueuePauseParams) -> Result<(), StoreError> {
-        names::validate_name("queue", &params.queue)?;
+        params.validate()?;
         let (_turn, mut tx) = self.write().await?;
         let now = clock(params.now);
         sqlx::query(sql::QUEUE_SET_PAUSED)
@@ -1386,9 +1417,7 @@ impl Store for SqliteStore {
     }
 
     async fn queue_stats(&self, params: QueueStatsParams) -> Result<Vec<QueueStats>, StoreError> {
-        if let Some(queue) = &params.queue {
-            names::validate_name("queue", queue)?;
-        }
+        params.validate()?;
         let now = clock(params.now);
         let rows = sqlx::query(sql::QUEUE_STATS)
             .bind(now)
@@ -1559,7 +1588,7 @@ impl Store for SqliteStore {
         &self,
         params: DependencySetParams,
     ) -> Result<DependencyState, StoreError> {
-        names::validate_key("dependency", &params.dependency)?;
+        params.validate()?;
         let (_turn, mut tx) = self.write().await?;
         let now = clock(params.now);
         let mut record = dependency_load(&mut tx, &params.dependency).await?;
@@ -1583,9 +1612,7 @@ impl Store for SqliteStore {
         &self,
         params: DependencyListParams,
     ) -> Result<Vec<DependencyState>, StoreError> {
-        if let Some(key) = &params.dependency {
-            names::validate_key("dependency", key)?;
-        }
+        params.validate()?;
         let now = clock(params.now).saturating_mul(1000);
         let rows = sqlx::query(sql::DEPENDENCY_LIST)
             .bind(&params.dependency)
@@ -1593,20 +1620,19 @@ impl Store for SqliteStore {
             .await
             .map_err(classify)?;
         let waiting = dependency_waiting(&self.pool, params.dependency.as_deref()).await?;
-        rows.iter()
-            .map(|row| {
-                let key: String = get(row, "key")?;
-                let record = parse_record(&key, &get::<String>(row, "record")?)?;
-                let counts = waiting.get(&key).copied().unwrap_or_default();
-                Ok(record.view(&key, now, counts))
-            })
-            .collect()
+        listed("dependencies", &rows, |row| {
+            let key: String = get(row, "key")?;
+            let record = parse_record(&key, &get::<String>(row, "record")?)?;
+            let counts = waiting.get(&key).copied().unwrap_or_default();
+            Ok(record.view(&key, now, counts))
+        })
     }
 
     async fn dependency_sweep(
         &self,
         params: DependencySweepParams,
     ) -> Result<Vec<String>, StoreError> {
+        params.validate()?;
         let now = clock(params.now);
         let rows = sqlx::query(sql::DEPENDENCY_LIST)
             .bind(None::<String>)
@@ -1644,13 +1670,7 @@ impl Store for SqliteStore {
     }
 
     async fn worker_heartbeat(&self, params: WorkerHeartbeatParams) -> Result<(), StoreError> {
-        names::validate_key("worker", &params.worker)?;
-        if params.host.chars().any(char::is_control) {
-            return Err(InputError::new("host", "must not contain control characters").into());
-        }
-        for queue in &params.queues {
-            names::validate_name("queue", queue)?;
-        }
+        params.validate()?;
         let now = clock(params.now);
         let queues = serde_json::to_string(&params.queues).map_err(StoreError::backend)?;
         let (_turn, mut tx) = self.write().await?;
@@ -1672,24 +1692,26 @@ impl Store for SqliteStore {
             .fetch_all(&self.pool)
             .await
             .map_err(classify)?;
-        rows.iter()
-            .map(|row| {
-                let queues: String = get(row, "queues")?;
-                Ok(WorkerInfo {
-                    worker: get(row, "worker")?,
-                    host: get(row, "host")?,
-                    pid: get(row, "pid")?,
-                    queues: serde_json::from_str(&queues).map_err(|err| {
-                        StoreError::Corrupt(format!("workers.queues is not a list: {err}"))
-                    })?,
-                    started_at: timestamp(get(row, "started_at")?, "started_at")?,
-                    last_seen_at: timestamp(get(row, "last_seen_at")?, "last_seen_at")?,
-                })
+        listed("workers", &rows, |row| {
+            let worker: String = get(row, "worker")?;
+            let queues: String = get(row, "queues")?;
+            Ok(WorkerInfo {
+                host: get(row, "host")?,
+                pid: get(row, "pid")?,
+                queues: serde_json::from_str(&queues).map_err(|err| {
+                    StoreError::Corrupt(format!(
+                        "workers.queues of {worker:?} is not a list: {err}"
+                    ))
+                })?,
+                started_at: timestamp(get(row, "started_at")?, "started_at")?,
+                last_seen_at: timestamp(get(row, "last_seen_at")?, "last_seen_at")?,
+                worker,
             })
-            .collect()
+        })
     }
 
     async fn worker_remove(&self, params: WorkerRemoveParams) -> Result<u64, StoreError> {
+        params.validate()?;
         let (_turn, mut tx) = self.write().await?;
         let done = match params {
             WorkerRemoveParams::Worker(worker) => sqlx::query(sql::WORKER_REMOVE)
@@ -1707,6 +1729,60 @@ impl Store for SqliteStore {
         };
         tx.commit().await.map_err(classify)?;
         Ok(done.rows_affected())
+    }
+
+    async fn policy_list(&self) -> Result<Vec<PolicyRecord>, StoreError> {
+        let rows = sqlx::query(sql::POLICY_LIST)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(classify)?;
+        let mut records = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let scope: String = get(row, "scope")?;
+            let name: String = get(row, "name")?;
+            match policy_from_row(row, &scope, &name) {
+                Ok(record) => records.push(record),
+                Err(err) => tracing::warn!(
+                    scope,
+                    name,
+                    error = %err,
+                    "skipping a stored retry policy that cannot be decoded"
+                ),
+            }
+        }
+        Ok(records)
+    }
+
+    async fn policy_set(&self, params: PolicySetParams) -> Result<(), StoreError> {
+        params.validate()?;
+        let policy = serde_json::to_string(&params.policy).map_err(StoreError::backend)?;
+        let (scope, name) = params.scope.as_parts();
+        let (_turn, mut tx) = self.write().await?;
+        let now = clock(params.now);
+        sqlx::query(sql::POLICY_SET)
+            .bind(scope)
+            .bind(name)
+            .bind(policy)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        tx.commit().await.map_err(classify)?;
+        Ok(())
+    }
+
+    async fn policy_delete(&self, params: PolicyDeleteParams) -> Result<bool, StoreError> {
+        params.validate()?;
+        let (scope, name) = params.scope.as_parts();
+        let (_turn, mut tx) = self.write().await?;
+        let done = sqlx::query(sql::POLICY_DELETE)
+            .bind(scope)
+            .bind(name)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        tx.commit().await.map_err(classify)?;
+        Ok(done.rows_affected() > 0)
     }
 }
 
