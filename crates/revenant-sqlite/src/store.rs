@@ -3,7 +3,6 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -19,9 +18,9 @@ use revenant_core::store::{
     FingerprintGroup, JobCancelParams, JobClaimParams, JobCompleteParams, JobEnqueueParams,
     JobFailParams, JobFilter, JobGetParams, JobHeartbeatParams, JobListParams, JobPruneParams,
     JobPurgeParams, JobRedriveParams, JobReleaseParams, JobSnoozeParams, JobSweepParams, LeaseRef,
-    PolicyDeleteParams, PolicyRecord, PolicyScope, PolicySetParams, QueueHistoryParams,
-    QueueHistoryPoint, QueuePauseParams, QueueStats, QueueStatsParams, RedriveHistoryParams,
-    RedriveRecord, WorkerHeartbeatParams, WorkerInfo, WorkerRemoveParams,
+    PolicyDeleteParams, PolicyRecord, PolicySetParams, QueueHistoryParams, QueueHistoryPoint,
+    QueuePauseParams, QueueStats, QueueStatsParams, RedriveHistoryParams, RedriveRecord,
+    WorkerHeartbeatParams, WorkerInfo, WorkerRemoveParams,
 };
 use revenant_core::{
     fingerprint, DeadReason, ErrorEntry, FailureClass, Job, JobId, JobState, LeaseToken, Store,
@@ -32,83 +31,17 @@ use sqlx::sqlite::{
     SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteRow, SqliteSynchronous,
 };
-use sqlx::{Row, Sqlite, Transaction};
-use tokio::sync::{Mutex, MutexGuard, Notify};
+use sqlx::{Sqlite, Transaction};
+use tokio::sync::{Mutex, MutexGuard};
 
-use crate::error::{classify, migrate};
-
-/// The SQL of every operation, from `queries/`.
-mod sql {
-    pub const QUEUE_ENSURE: &str = include_str!("../queries/queue_ensure.sql");
-    pub const QUEUE_SET_PAUSED: &str = include_str!("../queries/queue_set_paused.sql");
-    pub const QUEUE_PAUSED: &str = include_str!("../queries/queue_paused.sql");
-    pub const QUEUE_STATS: &str = include_str!("../queries/queue_stats.sql");
-    pub const QUEUE_HISTORY: &str = include_str!("../queries/queue_history.sql");
-    pub const JOB_UNIQUE_FIND: &str = include_str!("../queries/job_unique_find.sql");
-    pub const JOB_ENQUEUE: &str = include_str!("../queries/job_enqueue.sql");
-    pub const JOB_EXPIRED_EXHAUSTED: &str = include_str!("../queries/job_expired_exhausted.sql");
-    pub const JOB_KILL_EXPIRED: &str = include_str!("../queries/job_kill_expired.sql");
-    pub const JOB_CLAIM_CANDIDATES: &str = include_str!("../queries/job_claim_candidates.sql");
-    pub const JOB_CLAIM: &str = include_str!("../queries/job_claim.sql");
-    pub const JOB_HEARTBEAT: &str = include_str!("../queries/job_heartbeat.sql");
-    pub const JOB_FAIL_DEAD: &str = include_str!("../queries/job_fail_dead.sql");
-    pub const JOB_SNOOZE: &str = include_str!("../queries/job_snooze.sql");
-    pub const JOB_CANCEL_GET: &str = include_str!("../queries/job_cancel_get.sql");
-    pub const JOB_CANCEL: &str = include_str!("../queries/job_cancel.sql");
-    pub const JOB_GET: &str = include_str!("../queries/job_get.sql");
-    pub const JOB_LIST: &str = concat!(
-        include_str!("../queries/job_list.sql"),
-        include_str!("../queries/job_filter.sql"),
-        include_str!("../queries/job_list_tail.sql"),
-    );
-    pub const JOB_REDRIVE_SELECT: &str = concat!(
-        include_str!("../queries/job_redrive_select.sql"),
-        include_str!("../queries/job_filter.sql"),
-        include_str!("../queries/job_redrive_select_tail.sql"),
-    );
-    pub const JOB_REDRIVE: &str = include_str!("../queries/job_redrive.sql");
-    pub const JOB_PURGE: &str = concat!(
-        include_str!("../queries/job_purge.sql"),
-        include_str!("../queries/job_filter.sql"),
-        include_str!("../queries/job_purge_tail.sql"),
-    );
-    pub const JOB_PRUNE: &str = include_str!("../queries/job_prune.sql");
-    pub const ATTEMPT_FAILURE_LOG: &str = include_str!("../queries/attempt_failure_log.sql");
-    pub const ATTEMPT_FAILURE_LOG_BATCH: &str =
-        include_str!("../queries/attempt_failure_log_batch.sql");
-    pub const JOB_CLAIM_READY: &str = include_str!("../queries/job_claim_ready.sql");
-    pub const JOB_RUNNING_BY_IDS: &str = include_str!("../queries/job_running_by_ids.sql");
-    pub const JOB_COMPLETE_BATCH: &str = include_str!("../queries/job_complete_batch.sql");
-    pub const JOB_FAIL_RETRY_BATCH: &str = include_str!("../queries/job_fail_retry_batch.sql");
-    pub const ATTEMPT_FAILURE_PRUNE: &str = include_str!("../queries/attempt_failure_prune.sql");
-    pub const REDRIVE_AUDIT: &str = include_str!("../queries/redrive_audit.sql");
-    pub const REDRIVE_HISTORY: &str = include_str!("../queries/redrive_history.sql");
-    pub const DEAD_FINGERPRINTS: &str = concat!(
-        include_str!("../queries/dead_fingerprints.sql"),
-        include_str!("../queries/job_filter.sql"),
-        include_str!("../queries/dead_fingerprints_tail.sql"),
-    );
-    pub const DEAD_UNFINGERPRINTED: &str = include_str!("../queries/dead_unfingerprinted.sql");
-    pub const JOB_SET_FINGERPRINT: &str = include_str!("../queries/job_set_fingerprint.sql");
-    pub const WORKER_HEARTBEAT: &str = include_str!("../queries/worker_heartbeat.sql");
-    pub const WORKER_LIST: &str = include_str!("../queries/worker_list.sql");
-    pub const WORKER_REMOVE: &str = include_str!("../queries/worker_remove.sql");
-    pub const WORKER_REMOVE_STALE: &str = include_str!("../queries/worker_remove_stale.sql");
-    pub const DEPENDENCY_GET: &str = include_str!("../queries/dependency_get.sql");
-    pub const DEPENDENCY_PUT: &str = include_str!("../queries/dependency_put.sql");
-    pub const DEPENDENCY_LIST: &str = include_str!("../queries/dependency_list.sql");
-    pub const DEPENDENCY_WAITING: &str = include_str!("../queries/dependency_waiting.sql");
-    pub const DEPENDENCY_PARKED: &str = include_str!("../queries/dependency_parked.sql");
-    pub const DEPENDENCY_RELEASE: &str = include_str!("../queries/dependency_release.sql");
-    pub const DEPENDENCY_SWEEP_RELEASE: &str =
-        include_str!("../queries/dependency_sweep_release.sql");
-    pub const JOB_GATE_RUNNING: &str = include_str!("../queries/job_gate_running.sql");
-    pub const JOB_GATE_RUN: &str = include_str!("../queries/job_gate_run.sql");
-    pub const JOB_GATE_DEFER: &str = include_str!("../queries/job_gate_defer.sql");
-    pub const POLICY_LIST: &str = include_str!("../queries/policy_list.sql");
-    pub const POLICY_SET: &str = include_str!("../queries/policy_set.sql");
-    pub const POLICY_DELETE: &str = include_str!("../queries/policy_delete.sql");
-}
+use crate::error::classify;
+use crate::migrate;
+use crate::row::{
+    decodable_job, get, get_time, group_from_row, job_from_row, listed, parse_errors, parse_record,
+    policy_from_row, redrive_from_row, timestamp,
+};
+use crate::sql;
+use crate::wake::Wakeups;
 
 /// How long a writer waits for another process's write lock before the call fails
 /// with [`StoreError::Unavailable`].
@@ -145,7 +78,7 @@ pub struct SqliteStore {
     /// Serializes this process's writers before they take SQLite's write lock.
     write_lock: Mutex<()>,
     /// Wake-ups for `wait_for_jobs`, per queue.
-    signals: StdMutex<HashMap<String, Arc<Notify>>>,
+    wakeups: Wakeups,
     /// Keeps a temporary database's directory until the store is dropped.
     _temp_dir: Option<tempfile::TempDir>,
 }
@@ -245,15 +178,12 @@ impl SqliteStore {
                 .map_err(classify)?;
             (pool, writer)
         };
-        sqlx::migrate!("./migrations")
-            .run(&writer)
-            .await
-            .map_err(migrate)?;
+        migrate::run(&writer).await?;
         let store = SqliteStore {
             pool,
             writer,
             write_lock: Mutex::new(()),
-            signals: StdMutex::new(HashMap::new()),
+            wakeups: Wakeups::default(),
             _temp_dir: temp_dir,
         };
         store.backfill_fingerprints().await?;
@@ -313,23 +243,9 @@ impl SqliteStore {
         Ok((guard, tx))
     }
 
-    fn notify(&self, queue: &str) -> Arc<Notify> {
-        let mut signals = self
-            .signals
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        signals.entry(queue.to_string()).or_default().clone()
-    }
-
-    /// Wakes `wait_for_jobs` callers of these queues. A permit is kept for the next
-    /// waiter when none is waiting, so a wake-up between a fetcher's empty claim and
-    /// its wait is not lost.
+    /// Wakes `wait_for_jobs` callers of these queues (see [`Wakeups::wake`]).
     fn signal<'a>(&self, queues: impl IntoIterator<Item = &'a String>) {
-        for queue in queues {
-            let notify = self.notify(queue);
-            notify.notify_one();
-            notify.notify_waiters();
-        }
+        self.wakeups.wake(queues);
     }
 
     /// Makes dead (reason `lease_expired`) every running job whose lease expired with no
@@ -398,11 +314,6 @@ async fn dependency_load(
     json.map_or(Ok(DependencyRecord::default()), |json| {
         parse_record(key, &json)
     })
-}
-
-fn parse_record(key: &str, json: &str) -> Result<DependencyRecord, StoreError> {
-    serde_json::from_str(json)
-        .map_err(|err| StoreError::Corrupt(format!("dependencies.record of {key:?}: {err}")))
 }
 
 async fn dependency_save(
@@ -524,65 +435,6 @@ async fn log_failure(
     Ok(())
 }
 
-fn redrive_from_row(row: &SqliteRow) -> Result<RedriveRecord, StoreError> {
-    let filter: String = get(row, "filter")?;
-    Ok(RedriveRecord {
-        id: get(row, "id")?,
-        at: timestamp(get(row, "at")?, "at")?,
-        updated_at: timestamp(get(row, "updated_at")?, "updated_at")?,
-        filter: serde_json::from_str(&filter)
-            .map_err(|err| StoreError::Corrupt(format!("redrives.filter: {err}")))?,
-        spacing_ms: get(row, "spacing_ms")?,
-        count: get(row, "count")?,
-        first_job_id: get(row, "first_job_id")?,
-        last_job_id: get(row, "last_job_id")?,
-        actor: get(row, "actor")?,
-        note: get(row, "note")?,
-    })
-}
-
-/// Reads a stored retry policy. A scope this version does not know, JSON that does not
-/// decode and a policy its builder would refuse are all [`StoreError::Corrupt`].
-fn policy_from_row(row: &SqliteRow, scope: &str, name: &str) -> Result<PolicyRecord, StoreError> {
-    let parsed = PolicyScope::from_parts(scope, name).ok_or_else(|| {
-        StoreError::Corrupt(format!("policies.scope {scope:?} with name {name:?}"))
-    })?;
-    let json: String = get(row, "policy")?;
-    let policy: revenant_core::RetryPolicy = serde_json::from_str(&json).map_err(|err| {
-        StoreError::Corrupt(format!("policies.policy of {scope} {name:?}: {err}"))
-    })?;
-    policy.to_builder().build().map_err(|err| {
-        StoreError::Corrupt(format!("policies.policy of {scope} {name:?}: {err}"))
-    })?;
-    Ok(PolicyRecord {
-        scope: parsed,
-        policy,
-        updated_at: timestamp(get(row, "updated_at")?, "updated_at")?,
-    })
-}
-
-fn group_from_row(row: &SqliteRow) -> Result<FingerprintGroup, StoreError> {
-    let list = |column: &str| -> Result<Vec<String>, StoreError> {
-        let json: String = get(row, column)?;
-        let mut items: Vec<String> = serde_json::from_str(&json)
-            .map_err(|err| StoreError::Corrupt(format!("{column} is not a list: {err}")))?;
-        items.sort();
-        Ok(items)
-    };
-    let example_message: String = get(row, "example_message")?;
-    Ok(FingerprintGroup {
-        fingerprint: get(row, "fingerprint")?,
-        count: get(row, "count")?,
-        first_seen: timestamp(get(row, "first_seen")?, "first_seen")?,
-        last_seen: timestamp(get(row, "last_seen")?, "last_seen")?,
-        kinds: list("kinds")?,
-        queues: list("queues")?,
-        example_id: get(row, "example_id")?,
-        pattern: fingerprint::normalize(&example_message),
-        example_message,
-    })
-}
-
 /// The clock: pinned, or the process's, in whole milliseconds.
 ///
 /// A write reads it *after* taking the write turn: read before, it is stale by however
@@ -594,33 +446,10 @@ fn clock(now: Option<Timestamp>) -> i64 {
     now.unwrap_or_else(Utc::now).timestamp_millis()
 }
 
-fn timestamp(ms: i64, column: &str) -> Result<Timestamp, StoreError> {
-    DateTime::from_timestamp_millis(ms)
-        .ok_or_else(|| StoreError::Corrupt(format!("{column} = {ms} is not a timestamp")))
-}
-
 fn rfc3339(ms: i64) -> String {
     DateTime::from_timestamp_millis(ms)
         .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
         .unwrap_or_else(|| format!("{ms} ms"))
-}
-
-fn get<'r, T>(row: &'r SqliteRow, column: &str) -> Result<T, StoreError>
-where
-    T: sqlx::Decode<'r, Sqlite> + sqlx::Type<Sqlite>,
-{
-    row.try_get(column).map_err(classify)
-}
-
-fn get_time(row: &SqliteRow, column: &str) -> Result<Option<Timestamp>, StoreError> {
-    get::<Option<i64>>(row, column)?
-        .map(|ms| timestamp(ms, column))
-        .transpose()
-}
-
-fn parse_errors(json: &str) -> Result<Vec<ErrorEntry>, StoreError> {
-    serde_json::from_str(json)
-        .map_err(|err| StoreError::Corrupt(format!("errors is not an error history: {err}")))
 }
 
 /// Appends an entry to a stored history, keeping the newest
@@ -664,103 +493,6 @@ fn lease_expired_entry(
         class: FailureClass::LeaseExpired,
         message,
         worker,
-    })
-}
-
-/// Reads a job selected with `SELECT *`. A value this version cannot read is
-/// [`StoreError::Corrupt`] naming the job and the column.
-fn job_from_row(row: &SqliteRow) -> Result<Job, StoreError> {
-    let id: i64 = get(row, "id")?;
-    job_fields(row, id).map_err(|err| match err {
-        StoreError::Corrupt(message) => StoreError::Corrupt(format!("job {id}: {message}")),
-        other => other,
-    })
-}
-
-/// The job a listed row holds, or `None` (logged with its id) when it cannot be
-/// decoded: one bad row must not hide every other job from a listing.
-/// Errors other than [`StoreError::Corrupt`] (a lost connection, a column missing) are
-/// not the row's fault and still fail the call.
-fn decodable_job(row: &SqliteRow) -> Result<Option<Job>, StoreError> {
-    match job_from_row(row) {
-        Ok(job) => Ok(Some(job)),
-        Err(err @ StoreError::Corrupt(_)) => {
-            let job_id = get::<i64>(row, "id").ok();
-            tracing::error!(job_id, error = %err, "skipping a row that cannot be decoded");
-            Ok(None)
-        }
-        Err(err) => Err(err),
-    }
-}
-
-/// Decodes the rows of a listing (`table` names them in the log), skipping a row that
-/// holds a value this version cannot read ([`StoreError::Corrupt`], which names the
-/// row) with an error log instead of failing the whole listing.
-fn listed<T>(
-    table: &'static str,
-    rows: &[SqliteRow],
-    decode: impl Fn(&SqliteRow) -> Result<T, StoreError>,
-) -> Result<Vec<T>, StoreError> {
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        match decode(row) {
-            Ok(item) => out.push(item),
-            Err(err @ StoreError::Corrupt(_)) => {
-                tracing::error!(table, error = %err, "skipping a row that cannot be decoded");
-            }
-            Err(err) => return Err(err),
-        }
-    }
-    Ok(out)
-}
-
-fn job_fields(row: &SqliteRow, id: i64) -> Result<Job, StoreError> {
-    let status: String = get(row, "status")?;
-    let status = JobState::from_str(&status)
-        .map_err(|_| StoreError::Corrupt(format!("status = {status:?} is not a job state")))?;
-    let dead_reason = get::<Option<String>>(row, "dead_reason")?
-        .map(|reason| {
-            DeadReason::from_str(&reason).map_err(|_| {
-                StoreError::Corrupt(format!("dead_reason = {reason:?} is not a dead reason"))
-            })
-        })
-        .transpose()?;
-    let payload: String = get(row, "payload")?;
-    let payload = serde_json::from_str(&payload)
-        .map_err(|err| StoreError::Corrupt(format!("payload is not JSON: {err}")))?;
-    let errors = parse_errors(&get::<String>(row, "errors")?)?;
-    Ok(Job {
-        id,
-        queue: get(row, "queue")?,
-        kind: get(row, "kind")?,
-        payload,
-        status,
-        priority: get(row, "priority")?,
-        attempts: get(row, "attempts")?,
-        max_attempts: get(row, "max_attempts")?,
-        run_at: timestamp(get(row, "run_at")?, "run_at")?,
-        created_at: timestamp(get(row, "created_at")?, "created_at")?,
-        attempted_at: get_time(row, "attempted_at")?,
-        finished_at: get_time(row, "finished_at")?,
-        lease_token: get::<Option<i64>>(row, "lease_token")?.map(LeaseToken),
-        lease_expires_at: get_time(row, "lease_expires_at")?,
-        worker: get(row, "worker")?,
-        group_key: get(row, "group_key")?,
-        unique_key: get(row, "unique_key")?,
-        correlation_id: get(row, "correlation_id")?,
-        dead_reason,
-        last_error: errors.last().cloned(),
-        errors,
-        redrives: get(row, "redrives")?,
-        fingerprint: get(row, "fingerprint")?,
-        dependency: get(row, "dependency")?,
-        dependency_wait: get::<Option<String>>(row, "dependency_wait")?
-            .map(|text| {
-                WaitReason::parse(&text).ok_or_else(|| {
-                    StoreError::Corrupt(format!("dependency_wait = {text:?} is not a reason"))
-                })
-            })
-            .transpose()?,
     })
 }
 
@@ -817,8 +549,7 @@ impl Store for SqliteStore {
     }
 
     async fn wait_for_jobs(&self, queue: &str, timeout: Duration) {
-        let notify = self.notify(queue);
-        let _ = tokio::time::timeout(timeout, notify.notified()).await;
+        self.wakeups.wait(queue, timeout).await;
     }
 
     async fn job_enqueue(&self, params: JobEnqueueParams) -> Result<Vec<Enqueued>, StoreError> {
@@ -1788,6 +1519,8 @@ impl Store for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use sqlx::Row;
+
     use super::*;
 
     #[tokio::test]
