@@ -38,9 +38,9 @@ use sqlx::{Acquire, PgConnection, PgPool, Postgres, Row};
 
 use crate::error::ResultExt;
 use crate::migrate;
-use crate::notify::Wakeups;
 use crate::row::{decodable_job, job_from_row, listed, policy_from_row};
 use crate::sql::Queries;
+use crate::wake::Wakeups;
 
 /// What enqueueing a batch gives: the results in input order, and the distinct queues
 /// that got a job due now.
@@ -69,7 +69,7 @@ pub struct PgStoreOptions {
     /// notices an outage quickly and backs off instead of hanging.
     pub acquire_timeout: Duration,
     /// At most one cross-process wake-up per queue per this interval, per process.
-    /// Default 50 ms. See the `notify` module docs for why.
+    /// Default 50 ms. See the `wake` module docs for why.
     pub notify_interval: Duration,
     /// While the LISTEN connection is down, `wait_for_jobs` returns after at most this
     /// long so workers poll. Default 1 s.
@@ -1600,11 +1600,11 @@ impl Store for PgStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::notify;
+    use crate::wake;
 
     #[test]
     fn the_longest_schema_still_makes_a_valid_channel() {
-        assert!(notify::channel_for(&"s".repeat(MAX_SCHEMA_LEN)).len() <= 63);
+        assert!(wake::channel_for(&"s".repeat(MAX_SCHEMA_LEN)).len() <= 63);
         assert!(PgStoreOptions::with_schema("s".repeat(MAX_SCHEMA_LEN))
             .validate()
             .is_ok());
