@@ -30,6 +30,38 @@ use crate::names;
 /// pin the clock should pin whole milliseconds.
 pub type Timestamp = DateTime<Utc>;
 
+/// The earliest time a store writes or filters on: the Unix epoch (SQLite keeps
+/// INTEGER milliseconds since it; nothing a queue schedules happened before it).
+pub const MIN_TIMESTAMP_MILLIS: i64 = 0;
+
+/// The latest time a store writes or filters on: 9999-12-31T23:59:59.999Z. Both
+/// backends and every JSON reader can hold it; a time past it is a unit mistake (an
+/// absurd spacing or delay), and written once it could make the row unreadable for
+/// every later listing.
+pub const MAX_TIMESTAMP_MILLIS: i64 = 253_402_300_799_999;
+
+/// Checks that `t` lies in the years 1970 to 9999 ([`MIN_TIMESTAMP_MILLIS`] to
+/// [`MAX_TIMESTAMP_MILLIS`]), the one range every store accepts. `field` names the
+/// input in the error. Every params `validate` calls it for each time it carries.
+///
+/// ```
+/// use chrono::{TimeZone, Utc};
+/// use revenant_core::job::check_timestamp;
+/// assert!(check_timestamp("run_at", Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap()).is_ok());
+/// let err = check_timestamp("run_at", Utc.with_ymd_and_hms(10_000, 1, 1, 0, 0, 0).unwrap()).unwrap_err();
+/// assert_eq!(err.field, "run_at");
+/// assert!(check_timestamp("since", Utc.with_ymd_and_hms(1969, 12, 31, 0, 0, 0).unwrap()).is_err());
+/// ```
+pub fn check_timestamp(field: &'static str, t: Timestamp) -> Result<(), InputError> {
+    if (MIN_TIMESTAMP_MILLIS..=MAX_TIMESTAMP_MILLIS).contains(&t.timestamp_millis()) {
+        return Ok(());
+    }
+    Err(InputError::new(
+        field,
+        format!("{t} is out of range; use a time in the years 1970 to 9999"),
+    ))
+}
+
 /// A job's identifier, unique within one database.
 pub type JobId = i64;
 
@@ -482,14 +514,7 @@ impl NewJob {
         }
         check_payload(&self.payload)?;
         if let Some(at) = self.run_at {
-            // Both backends store these; PostgreSQL refuses years before 4713 BC, and
-            // no job means to run before year 1 or after 9999.
-            if !(1..=9999).contains(&chrono::Datelike::year(&at)) {
-                return Err(InputError::new(
-                    "run_at",
-                    format!("{at} is out of range; use a time in the years 1 to 9999"),
-                ));
-            }
+            check_timestamp("run_at", at)?;
         }
         // Not `priority.abs()`: i32::MIN has no absolute value (a panic in debug
         // builds, and in release it stayed negative and passed). Found by the torture

@@ -7,6 +7,17 @@
 //! ([`Fenced::LeaseLost`]), never an error.
 //!
 //! Every backend runs the conformance suite (`revenant-conformance`) unchanged.
+//!
+//! # Nothing unreadable gets written
+//!
+//! Every params struct has a `validate()` that every backend calls first, before it
+//! touches the database. It range-checks every time and duration the call carries:
+//! times in the years 1970 to 9999 ([`crate::job::check_timestamp`]), leases above
+//! zero and at most [`NewJob::MAX_DELAY`], windows at most [`MAX_WINDOW`], a
+//! redrive's spacing at most [`MAX_SPACING`]. A time a backend writes is either one
+//! of those or `now` plus a bounded duration, so no write can produce a row a later
+//! read cannot decode. Reads that list rows skip (and log) a row that still cannot be
+//! decoded, written by hand or by an older version, instead of failing the page.
 
 use std::time::Duration;
 
@@ -19,7 +30,99 @@ use crate::dependency::{
     ProbeOutcome, WaitReason,
 };
 use crate::error::StoreError;
-use crate::job::{DeadReason, Job, JobId, JobState, LeaseToken, NewJob, Timestamp};
+use crate::job::{
+    check_timestamp, DeadReason, Job, JobId, JobState, LeaseToken, NewJob, Timestamp,
+};
+use crate::{InputError, RetryPolicy};
+
+/// The longest gap a paced redrive may leave between two jobs: one hour. A redrive
+/// slower than one job an hour is not a redrive anyone waits for, and a spacing read
+/// in the wrong unit (`--rate 1e-15`: one job every 31 million years) would write a
+/// `run_at` no store can read back.
+pub const MAX_SPACING: Duration = Duration::from_secs(3600);
+
+/// The longest look-back a read or a clean-up accepts (a retention, a stats window, a
+/// stale-worker age): ten years, the limit of [`crate::duration::parse`].
+pub const MAX_WINDOW: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// How many jobs an unlimited redrive (`limit: None`) is assumed to move when its
+/// spacing is checked: ten million. `start + spacing * MAX_UNLIMITED_REDRIVE` must
+/// stay in range, which with the largest spacing leaves more than a thousand years.
+pub const MAX_UNLIMITED_REDRIVE: u32 = 10_000_000;
+
+/// A duration in whole milliseconds, as every backend stores time, saturating at
+/// `i64::MAX`. Callers validate the duration first; the saturation is a guard, not a
+/// behaviour anyone should rely on.
+///
+/// ```
+/// use std::time::Duration;
+/// use revenant_core::store::millis;
+/// assert_eq!(millis(Duration::from_micros(1_500)), 1);
+/// assert_eq!(millis(Duration::MAX), i64::MAX);
+/// ```
+pub fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A retry or snooze delay as stores apply it: at most [`NewJob::MAX_DELAY`]. Longer
+/// is a unit mistake or an unbounded backoff cap; the job's failure or snooze must
+/// still be recorded (refusing it would leave the job running until its lease runs
+/// out), so it is held at 365 days rather than refused.
+pub fn held_delay(delay: Duration) -> Duration {
+    delay.min(NewJob::MAX_DELAY)
+}
+
+/// Checks a pinned clock (`now`) against the timestamp range.
+fn check_now(now: Option<Timestamp>) -> Result<(), InputError> {
+    now.map_or(Ok(()), |now| check_timestamp("now", now))
+}
+
+/// Checks a lease length: above zero, at most [`NewJob::MAX_DELAY`].
+fn check_lease(field: &'static str, lease: Duration) -> Result<(), InputError> {
+    if lease.is_zero() {
+        return Err(InputError::new(field, "must be longer than zero"));
+    }
+    if lease > NewJob::MAX_DELAY {
+        return Err(InputError::new(field, "must be at most 365 days"));
+    }
+    Ok(())
+}
+
+/// Checks a look-back window: at most [`MAX_WINDOW`].
+fn check_window(field: &'static str, window: Duration) -> Result<(), InputError> {
+    if window > MAX_WINDOW {
+        return Err(InputError::new(
+            field,
+            format!(
+                "{} is longer than ten years",
+                crate::duration::format(window)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that `start + spacing * steps` stays in the timestamp range.
+fn check_span(
+    field: &'static str,
+    start: Timestamp,
+    spacing: Duration,
+    steps: u32,
+) -> Result<(), InputError> {
+    let end = start
+        .timestamp_millis()
+        .saturating_add(millis(spacing).saturating_mul(i64::from(steps)));
+    if end > crate::job::MAX_TIMESTAMP_MILLIS {
+        return Err(InputError::new(
+            field,
+            format!(
+                "{} between {steps} jobs from {start} runs past the year 9999",
+                crate::duration::format(spacing)
+            ),
+        ));
+    }
+    Ok(())
+}
 
 /// The result of a fenced transition of a running job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -50,6 +153,25 @@ pub struct JobEnqueueParams {
     pub default_max_attempts: i32,
     /// The clock.
     pub now: Option<Timestamp>,
+}
+
+impl JobEnqueueParams {
+    /// Checks the default attempt count, every job ([`NewJob::validate`]) and the
+    /// clock. Every backend calls it first: one bad job writes nothing.
+    pub fn validate(&self) -> Result<(), InputError> {
+        if !(1..=NewJob::MAX_ATTEMPTS).contains(&self.default_max_attempts) {
+            return Err(InputError::new(
+                "max_attempts",
+                format!(
+                    "default {} is out of range; use 1..={}",
+                    self.default_max_attempts,
+                    NewJob::MAX_ATTEMPTS
+                ),
+            ));
+        }
+        self.jobs.iter().try_for_each(NewJob::validate)?;
+        check_now(self.now)
+    }
 }
 
 /// What `job_enqueue` did with one job, in input order.
@@ -94,6 +216,17 @@ pub struct JobClaimParams {
     pub now: Option<Timestamp>,
 }
 
+impl JobClaimParams {
+    /// Checks the queue, the worker, the lease (above zero, at most 365 days) and the
+    /// clock. Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        crate::names::validate_name("queue", &self.queue)?;
+        crate::names::validate_key("worker", &self.worker)?;
+        check_lease("lease", self.lease)?;
+        check_now(self.now)
+    }
+}
+
 /// `job_heartbeat`: extend a running job's lease to `now + lease`. Fenced.
 #[derive(Debug, Clone)]
 pub struct JobHeartbeatParams {
@@ -105,6 +238,15 @@ pub struct JobHeartbeatParams {
     pub now: Option<Timestamp>,
 }
 
+impl JobHeartbeatParams {
+    /// Checks the lease length (above zero, at most 365 days) and the clock. Every
+    /// backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        check_lease("lease_for", self.lease_for)?;
+        check_now(self.now)
+    }
+}
+
 /// `job_complete`: running → completed, for many jobs in one call. Fenced per job.
 #[derive(Debug, Clone)]
 pub struct JobCompleteParams {
@@ -114,12 +256,19 @@ pub struct JobCompleteParams {
     pub now: Option<Timestamp>,
 }
 
+impl JobCompleteParams {
+    /// Checks the clock. Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        check_now(self.now)
+    }
+}
+
 /// What to do with a failed job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FailAction {
     /// Back to `ready` at `now + delay`; the attempt stays spent.
     Retry {
-        /// The delay.
+        /// The delay. Held at [`NewJob::MAX_DELAY`] (see [`held_delay`]), not refused.
         delay: Duration,
     },
     /// To `dead` with this reason.
@@ -152,15 +301,31 @@ pub struct JobFailParams {
     pub now: Option<Timestamp>,
 }
 
+impl JobFailParams {
+    /// Checks the clock. A retry delay is not refused but held at 365 days
+    /// ([`held_delay`]), so `now + delay` stays in range. Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        check_now(self.now)
+    }
+}
+
 /// `job_snooze`: running → ready at `now + delay`, attempt given back. Fenced.
 #[derive(Debug, Clone)]
 pub struct JobSnoozeParams {
     /// The job and its lease.
     pub lease: LeaseRef,
-    /// How long to wait.
+    /// How long to wait. Held at [`NewJob::MAX_DELAY`] ([`held_delay`]), not refused.
     pub delay: Duration,
     /// The clock.
     pub now: Option<Timestamp>,
+}
+
+impl JobSnoozeParams {
+    /// Checks the clock (the delay is held, see [`held_delay`]). Every backend calls it
+    /// first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        check_now(self.now)
+    }
 }
 
 /// `job_release`: running → ready at `now`, attempt given back (graceful shutdown).
@@ -171,6 +336,13 @@ pub struct JobReleaseParams {
     pub leases: Vec<LeaseRef>,
     /// The clock.
     pub now: Option<Timestamp>,
+}
+
+impl JobReleaseParams {
+    /// Checks the clock. Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        check_now(self.now)
+    }
 }
 
 /// Who is cancelling.
@@ -192,6 +364,25 @@ pub struct JobCancelParams {
     pub message: Option<String>,
     /// The clock.
     pub now: Option<Timestamp>,
+}
+
+impl JobCancelParams {
+    /// Checks the message (no control characters but newline and tab) and the clock.
+    /// Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        if let Some(message) = &self.message {
+            if message
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t')
+            {
+                return Err(InputError::new(
+                    "message",
+                    "must not contain control characters",
+                ));
+            }
+        }
+        check_now(self.now)
+    }
 }
 
 /// What `job_cancel` did.
@@ -244,7 +435,32 @@ pub struct JobFilter {
     pub fingerprint: Option<String>,
 }
 
+impl JobFilter {
+    /// Checks the queue and kind names and the finished range's times. Every operation
+    /// that takes a filter checks it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        if let Some(queue) = &self.queue {
+            crate::names::validate_name("queue", queue)?;
+        }
+        if let Some(kind) = &self.kind {
+            crate::names::validate_name("kind", kind)?;
+        }
+        if let Some(at) = self.finished_after {
+            check_timestamp("finished_after", at)?;
+        }
+        if let Some(at) = self.finished_before {
+            check_timestamp("finished_before", at)?;
+        }
+        Ok(())
+    }
+}
+
 /// `job_list`: jobs matching a filter, newest id first, paged by id.
+///
+/// A row that cannot be decoded (a state this version does not know, a history that
+/// is not JSON: written by hand or by another version) is skipped and logged at error
+/// level with its id, so one bad row does not hide every other job; `job_get` of that
+/// id still fails with [`StoreError::Corrupt`] naming it.
 #[derive(Debug, Clone)]
 pub struct JobListParams {
     /// What to match.
@@ -265,6 +481,13 @@ impl Default for JobListParams {
     }
 }
 
+impl JobListParams {
+    /// Checks the filter. Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        self.filter.validate()
+    }
+}
+
 /// `job_sweep`: make dead (reason `lease_expired`) every running job whose lease
 /// expired with no attempt left. Jobs with attempts left are left for `job_claim` to
 /// reclaim. Returns the ids made dead.
@@ -272,6 +495,13 @@ impl Default for JobListParams {
 pub struct JobSweepParams {
     /// The clock.
     pub now: Option<Timestamp>,
+}
+
+impl JobSweepParams {
+    /// Checks the clock. Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        check_now(self.now)
+    }
 }
 
 /// `job_redrive`: dead → ready for every dead job matching the filter (up to
@@ -293,7 +523,9 @@ pub struct JobRedriveParams {
     pub filter: JobFilter,
     /// At most this many; `None` for all.
     pub limit: Option<u32>,
-    /// Gap between consecutive redriven jobs' `run_at`; zero for all at once.
+    /// Gap between consecutive redriven jobs' `run_at`; zero for all at once. At most
+    /// [`MAX_SPACING`] (one hour), and the last job's `run_at` must fall before the
+    /// year 10000 (see [`JobRedriveParams::validate`]).
     pub spacing: Duration,
     /// The first job's `run_at`. Default (`None`) and any time in the past: now. A
     /// chunked redrive passes `first chunk's start + jobs so far * spacing` so the pace
@@ -312,9 +544,35 @@ pub struct JobRedriveParams {
 }
 
 impl JobRedriveParams {
-    /// Checks the audit's free-text fields (`actor`, `note`, `audit_key`): one line
-    /// each, no control characters, at most 1024 bytes. Every backend calls it first.
+    /// Checks the filter; the times (`start_at`, `now`); the spacing: at most
+    /// [`MAX_SPACING`], and `start + spacing * limit` in range (`start` is the later of
+    /// `start_at` and `now`, the process clock when neither is pinned; an unlimited
+    /// redrive counts as [`MAX_UNLIMITED_REDRIVE`] jobs), refused with field `spacing`;
+    /// and the audit's free-text fields (`actor`, `note`, `audit_key`): one line each,
+    /// no control characters, at most 1024 bytes. Every backend calls it first, so a
+    /// refused redrive moves nothing.
     pub fn validate(&self) -> Result<(), crate::InputError> {
+        self.filter.validate()?;
+        check_now(self.now)?;
+        if let Some(at) = self.start_at {
+            check_timestamp("start_at", at)?;
+        }
+        if self.spacing > MAX_SPACING {
+            return Err(InputError::new(
+                "spacing",
+                format!(
+                    "{} is longer than the limit of 1h; a paced redrive goes at least one job an hour",
+                    crate::duration::format(self.spacing)
+                ),
+            ));
+        }
+        let now = self.now.unwrap_or_else(chrono::Utc::now);
+        let start = self.start_at.map_or(now, |at| at.max(now));
+        let steps = self
+            .limit
+            .unwrap_or(MAX_UNLIMITED_REDRIVE)
+            .saturating_sub(1);
+        check_span("spacing", start, self.spacing, steps)?;
         for (field, value) in [
             ("actor", &self.actor),
             ("note", &self.note),
@@ -390,6 +648,13 @@ impl Default for DeadFingerprintsParams {
     }
 }
 
+impl DeadFingerprintsParams {
+    /// Checks the filter. Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        self.filter.validate()
+    }
+}
+
 /// Dead jobs that died of one error, as `dead_fingerprints` groups them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FingerprintGroup {
@@ -424,6 +689,13 @@ pub struct JobPurgeParams {
     pub limit: Option<u32>,
 }
 
+impl JobPurgeParams {
+    /// Checks the filter. Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        self.filter.validate()
+    }
+}
+
 /// `job_prune`: delete completed and cancelled jobs finished more than `retention`
 /// ago, and failure-log records (see [`QueueStats::failed_last_interval`]) older than
 /// that. Dead jobs are never pruned: they wait for an operator. Returns how many jobs.
@@ -437,6 +709,15 @@ pub struct JobPruneParams {
     pub now: Option<Timestamp>,
 }
 
+impl JobPruneParams {
+    /// Checks the retention (at most [`MAX_WINDOW`]) and the clock. Every backend
+    /// calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        check_window("retention", self.retention)?;
+        check_now(self.now)
+    }
+}
+
 /// `queue_pause` / `queue_resume`: stop or restart claims from a queue. Enqueues are
 /// still accepted while paused. Pausing an unknown queue creates it, paused.
 #[derive(Debug, Clone)]
@@ -445,6 +726,14 @@ pub struct QueuePauseParams {
     pub queue: String,
     /// The clock.
     pub now: Option<Timestamp>,
+}
+
+impl QueuePauseParams {
+    /// Checks the queue name and the clock. Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        crate::names::validate_name("queue", &self.queue)?;
+        check_now(self.now)
+    }
 }
 
 /// `queue_stats`: the four numbers, and more, for every known queue.
@@ -471,6 +760,19 @@ impl Default for QueueStatsParams {
             interval: Duration::from_secs(60),
             now: None,
         }
+    }
+}
+
+impl QueueStatsParams {
+    /// Checks the queue name, both windows (at most [`MAX_WINDOW`]) and the clock.
+    /// Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        if let Some(queue) = &self.queue {
+            crate::names::validate_name("queue", queue)?;
+        }
+        check_window("worker_alive_within", self.worker_alive_within)?;
+        check_window("interval", self.interval)?;
+        check_now(self.now)
     }
 }
 
@@ -574,7 +876,7 @@ impl QueueHistoryParams {
                 "step times points reaches back more than ten years",
             ));
         }
-        Ok(())
+        check_now(self.now)
     }
 
     /// The time of point `i` given the last point's time `now` (the step in whole
@@ -658,6 +960,24 @@ pub struct WorkerHeartbeatParams {
     pub now: Option<Timestamp>,
 }
 
+impl WorkerHeartbeatParams {
+    /// Checks the worker id, the host (no control characters), the queue names and the
+    /// clock. Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        crate::names::validate_key("worker", &self.worker)?;
+        if self.host.chars().any(char::is_control) {
+            return Err(InputError::new(
+                "host",
+                "must not contain control characters",
+            ));
+        }
+        for queue in &self.queues {
+            crate::names::validate_name("queue", queue)?;
+        }
+        check_now(self.now)
+    }
+}
+
 /// A worker in the registry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerInfo {
@@ -690,13 +1010,28 @@ pub enum WorkerRemoveParams {
     },
 }
 
+impl WorkerRemoveParams {
+    /// Checks the age (at most [`MAX_WINDOW`]) and the clock. Every backend calls it
+    /// first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        match self {
+            WorkerRemoveParams::Worker(_) => Ok(()),
+            WorkerRemoveParams::StaleFor { stale_after, now } => {
+                check_window("stale_after", *stale_after)?;
+                check_now(*now)
+            }
+        }
+    }
+}
+
 /// One claimed job asking [`Store::dependency_acquire`] whether it may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PermitRequest {
     /// The job and its lease.
     pub lease: LeaseRef,
     /// How long the job waits if the retry budget turns it back: the backoff its next
-    /// retry would wait (the runtime computes it from the job's retry policy).
+    /// retry would wait (the runtime computes it from the job's retry policy). At most
+    /// [`NewJob::MAX_DELAY`].
     pub retry_delay: Duration,
 }
 
@@ -731,8 +1066,9 @@ pub struct DependencyAcquireParams {
 }
 
 impl DependencyAcquireParams {
-    /// Checks the key, the worker, the lease and the policy. Every backend calls it
-    /// first.
+    /// Checks the key, the worker, the lease, each request's retry delay (at most 365
+    /// days: a job turned back waits that long), the policy and the clock. Every
+    /// backend calls it first.
     pub fn validate(&self) -> Result<(), crate::InputError> {
         crate::names::validate_key("dependency", &self.dependency)?;
         crate::names::validate_key("worker", &self.worker)?;
@@ -742,7 +1078,15 @@ impl DependencyAcquireParams {
                 "must be above zero and at most 365 days",
             ));
         }
-        self.policy.validate()
+        if self
+            .requests
+            .iter()
+            .any(|request| request.retry_delay > NewJob::MAX_DELAY)
+        {
+            return Err(InputError::new("retry_delay", "must be at most 365 days"));
+        }
+        self.policy.validate()?;
+        check_now(self.now)
     }
 }
 
@@ -915,10 +1259,11 @@ pub struct DependencyReportParams {
 }
 
 impl DependencyReportParams {
-    /// Checks the key and the policy. Every backend calls it first.
+    /// Checks the key, the policy and the clock. Every backend calls it first.
     pub fn validate(&self) -> Result<(), crate::InputError> {
         crate::names::validate_key("dependency", &self.dependency)?;
-        self.policy.validate()
+        self.policy.validate()?;
+        check_now(self.now)
     }
 }
 
@@ -935,6 +1280,14 @@ pub struct DependencySetParams {
     pub now: Option<Timestamp>,
 }
 
+impl DependencySetParams {
+    /// Checks the key and the clock. Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        crate::names::validate_key("dependency", &self.dependency)?;
+        check_now(self.now)
+    }
+}
+
 /// `dependency_list`: every known dependency (or one), by key, with the jobs waiting
 /// on it.
 #[derive(Debug, Clone, Default)]
@@ -943,6 +1296,16 @@ pub struct DependencyListParams {
     pub dependency: Option<String>,
     /// The clock.
     pub now: Option<Timestamp>,
+}
+
+impl DependencyListParams {
+    /// Checks the key and the clock. Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        if let Some(key) = &self.dependency {
+            crate::names::validate_key("dependency", key)?;
+        }
+        check_now(self.now)
+    }
 }
 
 /// `dependency_sweep`: for every breaker that wants a probe
@@ -954,6 +1317,115 @@ pub struct DependencyListParams {
 pub struct DependencySweepParams {
     /// The clock.
     pub now: Option<Timestamp>,
+}
+
+impl DependencySweepParams {
+    /// Checks the clock. Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        check_now(self.now)
+    }
+}
+
+/// Where a stored retry policy applies. Resolution (kind, then queue, then default)
+/// is [`crate::PolicySet::resolve`]'s, not the store's: the store only keeps one
+/// policy per scope.
+///
+/// In JSON: `{"scope": "default"}`, `{"scope": "queue", "name": "emails"}`,
+/// `{"scope": "kind", "name": "send_receipt"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "scope", content = "name", rename_all = "snake_case")]
+pub enum PolicyScope {
+    /// Every job whose kind and queue have no policy of their own.
+    Default,
+    /// Every job of this queue whose kind has no policy of its own.
+    Queue(String),
+    /// Every job of this kind, whatever its queue.
+    Kind(String),
+}
+
+impl PolicyScope {
+    /// The scope's column value and name as stores keep them: `("default", "")`,
+    /// `("queue", name)`, `("kind", name)`.
+    pub fn as_parts(&self) -> (&'static str, &str) {
+        match self {
+            PolicyScope::Default => ("default", ""),
+            PolicyScope::Queue(name) => ("queue", name),
+            PolicyScope::Kind(name) => ("kind", name),
+        }
+    }
+
+    /// The scope from its stored parts, or `None` for a scope this version does not
+    /// know (or a default with a name).
+    pub fn from_parts(scope: &str, name: &str) -> Option<PolicyScope> {
+        match scope {
+            "default" if name.is_empty() => Some(PolicyScope::Default),
+            "queue" => Some(PolicyScope::Queue(name.to_string())),
+            "kind" => Some(PolicyScope::Kind(name.to_string())),
+            _ => None,
+        }
+    }
+
+    /// Checks a queue or kind name ([`crate::names::validate_name`]; the error names
+    /// the field `queue` or `kind`).
+    pub fn validate(&self) -> Result<(), InputError> {
+        match self {
+            PolicyScope::Default => Ok(()),
+            PolicyScope::Queue(name) => crate::names::validate_name("queue", name),
+            PolicyScope::Kind(name) => crate::names::validate_name("kind", name),
+        }
+    }
+}
+
+/// A stored retry policy, as `policy_list` returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyRecord {
+    /// Where it applies.
+    pub scope: PolicyScope,
+    /// The policy.
+    pub policy: RetryPolicy,
+    /// When it was last set (the store's clock).
+    pub updated_at: Timestamp,
+}
+
+/// `policy_set`: store the retry policy of one scope, replacing the one it had
+/// (upsert). Every worker, the CLI and the server read the same table, so a change is
+/// seen by every process at its next read; nothing is cached by the store.
+#[derive(Debug, Clone)]
+pub struct PolicySetParams {
+    /// Where it applies.
+    pub scope: PolicyScope,
+    /// The policy. Checked again here (a policy can be deserialized without going
+    /// through its builder), and refused with the field at fault if it cannot work.
+    pub policy: RetryPolicy,
+    /// The clock (`updated_at`).
+    pub now: Option<Timestamp>,
+}
+
+impl PolicySetParams {
+    /// Checks the scope's name (field `queue` or `kind`), the policy (rebuilt through
+    /// [`RetryPolicy::to_builder`], so every rule of the builder holds) and the clock.
+    /// Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        self.scope.validate()?;
+        self.policy.to_builder().build()?;
+        check_now(self.now)
+    }
+}
+
+/// `policy_delete`: forget the stored retry policy of one scope. Jobs of that scope
+/// fall back to the next scope's policy (kind, then queue, then default). Returns true
+/// when a stored policy was deleted, false when the scope had none.
+#[derive(Debug, Clone)]
+pub struct PolicyDeleteParams {
+    /// Which policy.
+    pub scope: PolicyScope,
+}
+
+impl PolicyDeleteParams {
+    /// Checks the scope's name. Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        self.scope.validate()
+    }
 }
 
 /// What a backend can do beyond the common contract. The conformance suite checks a
@@ -1065,58 +1537,14 @@ pub trait Store: Send + Sync + 'static {
         &self,
         params: DependencySweepParams,
     ) -> Result<Vec<String>, StoreError>;
-    // TEMPORARY (replaced by the store-seam branch at merge).
-    /// Stored policies.
-    async fn policy_list(&self) -> Result<Vec<PolicyRecord>, StoreError> {
-        Ok(Vec::new())
-    }
-    /// Upsert.
-    async fn policy_set(&self, _params: PolicySetParams) -> Result<(), StoreError> {
-        Err(StoreError::Unsupported {
-            backend: self.backend(),
-            capability: "policies",
-        })
-    }
-    /// Delete.
-    async fn policy_delete(&self, _params: PolicyDeleteParams) -> Result<bool, StoreError> {
-        Ok(false)
-    }
-}
 
-/// Where a stored policy applies (TEMPORARY).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "scope", content = "name", rename_all = "snake_case")]
-pub enum PolicyScope {
-    /// Default.
-    Default,
-    /// Queue.
-    Queue(String),
-    /// Kind.
-    Kind(String),
-}
-/// A stored policy (TEMPORARY).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PolicyRecord {
-    /// Scope.
-    pub scope: PolicyScope,
-    /// Policy.
-    pub policy: crate::RetryPolicy,
-    /// When.
-    pub updated_at: Timestamp,
-}
-/// Upsert (TEMPORARY).
-#[derive(Debug, Clone)]
-pub struct PolicySetParams {
-    /// Scope.
-    pub scope: PolicyScope,
-    /// Policy.
-    pub policy: crate::RetryPolicy,
-    /// Clock.
-    pub now: Option<Timestamp>,
-}
-/// Delete (TEMPORARY).
-#[derive(Debug, Clone)]
-pub struct PolicyDeleteParams {
-    /// Scope.
-    pub scope: PolicyScope,
+    /// Every stored retry policy: the default first, then queues by name, then kinds
+    /// by name. A stored policy that no longer decodes (or no longer passes the
+    /// builder's checks) is skipped with a warning naming its scope and the error, so
+    /// one bad row does not take every policy away.
+    async fn policy_list(&self) -> Result<Vec<PolicyRecord>, StoreError>;
+    /// See [`PolicySetParams`].
+    async fn policy_set(&self, params: PolicySetParams) -> Result<(), StoreError>;
+    /// See [`PolicyDeleteParams`]. `true` when a stored policy was removed.
+    async fn policy_delete(&self, params: PolicyDeleteParams) -> Result<bool, StoreError>;
 }

@@ -13,7 +13,8 @@
 //!   operation, never a panic; the pool and the listener reconnect by themselves.
 //!
 //! Everything lives in one schema (default `revenant`): tables `jobs`, `queues`,
-//! `workers`, `migrations` and the function `append_error`. Migrations run when the
+//! `workers`, `attempt_failures`, `redrives`, `dependencies`, `policies`, `migrations`
+//! and the function `append_error`. Migrations run when the
 //! store connects.
 //!
 //! ```no_run
@@ -55,9 +56,9 @@
 
 mod error;
 mod migrate;
-mod notify;
 mod row;
 mod sql;
 mod store;
+mod wake;
 
 pub use store::{PgStore, PgStoreOptions};

@@ -45,6 +45,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "dependencies",
         sql: include_str!("../migrations/0003_dependencies.sql"),
     },
+    Migration {
+        version: 4,
+        name: "policies",
+        sql: include_str!("../migrations/0004_policies.sql"),
+    },
 ];
 
 /// The first key of the advisory lock (`'rvnt'`); the second is the schema's hash.

@@ -4,29 +4,75 @@
 use std::str::FromStr;
 
 use revenant_core::dependency::WaitReason;
-use revenant_core::{DeadReason, ErrorEntry, Job, JobState, LeaseToken, StoreError, Timestamp};
+use revenant_core::store::{PolicyRecord, PolicyScope};
+use revenant_core::{
+    DeadReason, ErrorEntry, Job, JobState, LeaseToken, RetryPolicy, StoreError, Timestamp,
+};
 use sqlx::postgres::PgRow;
 use sqlx::Row;
 
 use crate::error::ResultExt;
 
-/// Reads a job selected with `{job_columns}` (see [`crate::sql`]).
+/// Reads a job selected with `{job_columns}` (see [`crate::sql`]). A value this
+/// version cannot read is [`StoreError::Corrupt`] naming the job and the column.
 pub(crate) fn job_from_row(row: &PgRow) -> Result<Job, StoreError> {
     let id: i64 = row.try_get(0).classified()?;
+    job_fields(row, id).map_err(|err| match err {
+        StoreError::Corrupt(message) => StoreError::Corrupt(format!("job {id}: {message}")),
+        other => other,
+    })
+}
+
+/// The job a listed row holds, or `None` (logged with its id) when it cannot be
+/// decoded: one bad row must not hide every other job from a listing. Errors other
+/// than [`StoreError::Corrupt`] are not the row's fault and still fail the call.
+pub(crate) fn decodable_job(row: &PgRow) -> Result<Option<Job>, StoreError> {
+    match job_from_row(row) {
+        Ok(job) => Ok(Some(job)),
+        Err(err @ StoreError::Corrupt(_)) => {
+            let job_id = row.try_get::<i64, _>(0).ok();
+            tracing::error!(job_id, error = %err, "skipping a row that cannot be decoded");
+            Ok(None)
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// Decodes the rows of a listing (`table` names them in the log), skipping a row that
+/// holds a value this version cannot read ([`StoreError::Corrupt`]) with an error log
+/// instead of failing the whole listing.
+pub(crate) fn listed<T>(
+    table: &'static str,
+    rows: &[PgRow],
+    decode: impl Fn(&PgRow) -> Result<T, StoreError>,
+) -> Result<Vec<T>, StoreError> {
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        match decode(row) {
+            Ok(item) => out.push(item),
+            Err(err @ StoreError::Corrupt(_)) => {
+                tracing::error!(table, error = %err, "skipping a row that cannot be decoded");
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(out)
+}
+
+fn job_fields(row: &PgRow, id: i64) -> Result<Job, StoreError> {
     let status: String = row.try_get(4).classified()?;
     let status = JobState::from_str(&status)
-        .map_err(|_| StoreError::Corrupt(format!("jobs.status of job {id}: {status:?}")))?;
+        .map_err(|_| StoreError::Corrupt(format!("jobs.status: {status:?}")))?;
     let dead_reason: Option<String> = row.try_get(18).classified()?;
     let dead_reason = dead_reason
         .map(|reason| {
-            DeadReason::from_str(&reason).map_err(|_| {
-                StoreError::Corrupt(format!("jobs.dead_reason of job {id}: {reason:?}"))
-            })
+            DeadReason::from_str(&reason)
+                .map_err(|_| StoreError::Corrupt(format!("jobs.dead_reason: {reason:?}")))
         })
         .transpose()?;
     let errors: serde_json::Value = row.try_get(19).classified()?;
     let errors: Vec<ErrorEntry> = serde_json::from_value(errors.clone())
-        .map_err(|err| StoreError::Corrupt(format!("jobs.errors of job {id}: {err}: {errors}")))?;
+        .map_err(|err| StoreError::Corrupt(format!("jobs.errors: {err}: {errors}")))?;
     Ok(Job {
         id,
         queue: row.try_get(1).classified()?,
@@ -59,10 +105,34 @@ pub(crate) fn job_from_row(row: &PgRow) -> Result<Job, StoreError> {
             .try_get::<Option<String>, _>(23)
             .classified()?
             .map(|text| {
-                WaitReason::parse(&text).ok_or_else(|| {
-                    StoreError::Corrupt(format!("jobs.dependency_wait of job {id}: {text:?}"))
-                })
+                WaitReason::parse(&text)
+                    .ok_or_else(|| StoreError::Corrupt(format!("jobs.dependency_wait: {text:?}")))
             })
             .transpose()?,
+    })
+}
+
+/// Reads a stored retry policy (`policy_list.sql`). A scope this version does not know,
+/// JSON that does not decode and a policy its builder would refuse are all
+/// [`StoreError::Corrupt`].
+pub(crate) fn policy_from_row(
+    row: &PgRow,
+    scope: &str,
+    name: &str,
+) -> Result<PolicyRecord, StoreError> {
+    let parsed = PolicyScope::from_parts(scope, name).ok_or_else(|| {
+        StoreError::Corrupt(format!("policies.scope {scope:?} with name {name:?}"))
+    })?;
+    let json: serde_json::Value = row.try_get("policy").classified()?;
+    let policy: RetryPolicy = serde_json::from_value(json).map_err(|err| {
+        StoreError::Corrupt(format!("policies.policy of {scope} {name:?}: {err}"))
+    })?;
+    policy.to_builder().build().map_err(|err| {
+        StoreError::Corrupt(format!("policies.policy of {scope} {name:?}: {err}"))
+    })?;
+    Ok(PolicyRecord {
+        scope: parsed,
+        policy,
+        updated_at: row.try_get("updated_at").classified()?,
     })
 }

@@ -57,6 +57,9 @@ pub(crate) struct Queries {
     pub dependency_sweep_release: String,
     pub job_gate_running: String,
     pub job_gate: String,
+    pub policy_list: String,
+    pub policy_set: String,
+    pub policy_delete: String,
 }
 
 impl Queries {
@@ -106,6 +109,9 @@ impl Queries {
             )),
             job_gate_running: render(include_str!("../queries/job_gate_running.sql")),
             job_gate: render(include_str!("../queries/job_gate.sql")),
+            policy_list: render(include_str!("../queries/policy_list.sql")),
+            policy_set: render(include_str!("../queries/policy_set.sql")),
+            policy_delete: render(include_str!("../queries/policy_delete.sql")),
         }
     }
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use revenant_core::dependency::{DependencyRecord, DependencyState, WaitReason, WaitingCounts};
+use revenant_core::store::{held_delay, millis};
 use revenant_core::store::{
     plan_acquire, DependencyAcquireParams, DependencyAcquired, DependencyListParams,
     DependencyReportParams, DependencySetParams, DependencySweepParams, GatedJob, JobGate,
@@ -22,10 +23,11 @@ use revenant_core::store::{
     FingerprintGroup, JobCancelParams, JobClaimParams, JobCompleteParams, JobEnqueueParams,
     JobFailParams, JobFilter, JobGetParams, JobHeartbeatParams, JobListParams, JobPruneParams,
     JobPurgeParams, JobRedriveParams, JobReleaseParams, JobSnoozeParams, JobSweepParams, LeaseRef,
-    QueueHistoryParams, QueueHistoryPoint, QueuePauseParams, QueueStats, QueueStatsParams,
-    RedriveHistoryParams, RedriveRecord, WorkerHeartbeatParams, WorkerInfo, WorkerRemoveParams,
+    PolicyDeleteParams, PolicyRecord, PolicySetParams, QueueHistoryParams, QueueHistoryPoint,
+    QueuePauseParams, QueueStats, QueueStatsParams, RedriveHistoryParams, RedriveRecord,
+    WorkerHeartbeatParams, WorkerInfo, WorkerRemoveParams,
 };
-use revenant_core::{fingerprint, names, DeadReason};
+use revenant_core::{fingerprint, DeadReason};
 use revenant_core::{
     ErrorEntry, FailureClass, InputError, Job, JobId, JobState, NewJob, Store, StoreError,
     Timestamp,
@@ -36,9 +38,9 @@ use sqlx::{Acquire, PgConnection, PgPool, Postgres, Row};
 
 use crate::error::ResultExt;
 use crate::migrate;
-use crate::notify::Wakeups;
-use crate::row::job_from_row;
+use crate::row::{decodable_job, job_from_row, listed, policy_from_row};
 use crate::sql::Queries;
+use crate::wake::Wakeups;
 
 /// What enqueueing a batch gives: the results in input order, and the distinct queues
 /// that got a job due now.
@@ -67,7 +69,7 @@ pub struct PgStoreOptions {
     /// notices an outage quickly and backs off instead of hanging.
     pub acquire_timeout: Duration,
     /// At most one cross-process wake-up per queue per this interval, per process.
-    /// Default 50 ms. See the `notify` module docs for why.
+    /// Default 50 ms. See the `wake` module docs for why.
     pub notify_interval: Duration,
     /// While the LISTEN connection is down, `wait_for_jobs` returns after at most this
     /// long so workers poll. Default 1 s.
@@ -307,7 +309,7 @@ impl PgStore {
         params: JobEnqueueParams,
     ) -> Pin<Box<dyn Future<Output = Result<Vec<Enqueued>, StoreError>> + Send + 'a>> {
         Box::pin(async move {
-            validate_enqueue(&params)?;
+            params.validate()?;
             if params.jobs.is_empty() {
                 return Ok(Vec::new());
             }
@@ -610,47 +612,6 @@ fn parse_url(url: &str) -> Result<PgConnectOptions, StoreError> {
     })
 }
 
-fn validate_enqueue(params: &JobEnqueueParams) -> Result<(), InputError> {
-    if !(1..=NewJob::MAX_ATTEMPTS).contains(&params.default_max_attempts) {
-        return Err(InputError::new(
-            "max_attempts",
-            format!(
-                "default {} is out of range; use 1..={}",
-                params.default_max_attempts,
-                NewJob::MAX_ATTEMPTS
-            ),
-        ));
-    }
-    params.jobs.iter().try_for_each(NewJob::validate)
-}
-
-fn validate_lease(field: &'static str, lease: Duration) -> Result<(), InputError> {
-    if lease.is_zero() {
-        return Err(InputError::new(field, "must be longer than zero"));
-    }
-    if lease > NewJob::MAX_DELAY {
-        return Err(InputError::new(field, "must be at most 365 days"));
-    }
-    Ok(())
-}
-
-fn validate_filter(filter: &JobFilter) -> Result<(), InputError> {
-    if let Some(queue) = &filter.queue {
-        names::validate_name("queue", queue)?;
-    }
-    if let Some(kind) = &filter.kind {
-        names::validate_name("kind", kind)?;
-    }
-    Ok(())
-}
-
-/// A duration in whole milliseconds, held at [`NewJob::MAX_DELAY`] (longer is a unit
-/// mistake or an unbounded cap; interval arithmetic would overflow long before i64).
-fn millis(duration: Duration) -> i64 {
-    let held = duration.min(NewJob::MAX_DELAY);
-    i64::try_from(held.as_millis()).unwrap_or(i64::MAX)
-}
-
 /// Text PostgreSQL can store: it refuses U+0000 in `text` and `jsonb`. A handler's
 /// error message is whatever the failing code said, and refusing it would make the
 /// failure impossible to record, so the character is replaced instead.
@@ -829,7 +790,7 @@ impl Store for PgStore {
     }
 
     async fn job_enqueue(&self, params: JobEnqueueParams) -> Result<Vec<Enqueued>, StoreError> {
-        validate_enqueue(&params)?;
+        params.validate()?;
         if params.jobs.is_empty() {
             return Ok(Vec::new());
         }
@@ -850,9 +811,7 @@ impl Store for PgStore {
     }
 
     async fn job_claim(&self, params: JobClaimParams) -> Result<Vec<Job>, StoreError> {
-        names::validate_name("queue", &params.queue)?;
-        names::validate_key("worker", &params.worker)?;
-        validate_lease("lease", params.lease)?;
+        params.validate()?;
         if params.limit == 0 {
             return Ok(Vec::new());
         }
@@ -882,7 +841,7 @@ impl Store for PgStore {
     }
 
     async fn job_heartbeat(&self, params: JobHeartbeatParams) -> Result<Fenced, StoreError> {
-        validate_lease("lease_for", params.lease_for)?;
+        params.validate()?;
         let row = sqlx::query(&self.inner.queries.job_heartbeat)
             .bind(params.now)
             .bind(params.lease.id)
@@ -895,6 +854,7 @@ impl Store for PgStore {
     }
 
     async fn job_complete(&self, params: JobCompleteParams) -> Result<Vec<Fenced>, StoreError> {
+        params.validate()?;
         if params.leases.is_empty() {
             return Ok(Vec::new());
         }
@@ -922,6 +882,7 @@ impl Store for PgStore {
     }
 
     async fn job_fail(&self, params: JobFailParams) -> Result<Vec<Fenced>, StoreError> {
+        params.validate()?;
         if params.failures.is_empty() {
             return Ok(Vec::new());
         }
@@ -952,7 +913,7 @@ impl Store for PgStore {
             workers.push(failure.worker.as_deref().map(pg_text));
             match &failure.action {
                 FailAction::Retry { delay } => {
-                    delays.push(Some(millis(*delay)));
+                    delays.push(Some(millis(held_delay(*delay))));
                     reasons.push(None);
                 }
                 FailAction::Dead { reason } => {
@@ -986,11 +947,12 @@ impl Store for PgStore {
     }
 
     async fn job_snooze(&self, params: JobSnoozeParams) -> Result<Fenced, StoreError> {
+        params.validate()?;
         let row = sqlx::query(&self.inner.queries.job_snooze)
             .bind(params.now)
             .bind(params.lease.id)
             .bind(params.lease.lease_token.0)
-            .bind(millis(params.delay))
+            .bind(millis(held_delay(params.delay)))
             .fetch_optional(&self.inner.pool)
             .await
             .classified()?;
@@ -1003,6 +965,7 @@ impl Store for PgStore {
     }
 
     async fn job_release(&self, params: JobReleaseParams) -> Result<Vec<Fenced>, StoreError> {
+        params.validate()?;
         if params.leases.is_empty() {
             return Ok(Vec::new());
         }
@@ -1027,16 +990,7 @@ impl Store for PgStore {
     }
 
     async fn job_cancel(&self, params: JobCancelParams) -> Result<CancelResult, StoreError> {
-        if let Some(message) = &params.message {
-            if message
-                .chars()
-                .any(|c| c.is_control() && c != '\n' && c != '\t')
-            {
-                return Err(
-                    InputError::new("message", "must not contain control characters").into(),
-                );
-            }
-        }
+        params.validate()?;
         let (id, token) = match params.target {
             CancelTarget::Id(id) => (id, None),
             CancelTarget::Lease(lease) => (lease.id, Some(lease.lease_token.0)),
@@ -1101,7 +1055,7 @@ impl Store for PgStore {
     }
 
     async fn job_list(&self, params: JobListParams) -> Result<Vec<Job>, StoreError> {
-        validate_filter(&params.filter)?;
+        params.validate()?;
         if params.limit == 0 {
             return Ok(Vec::new());
         }
@@ -1111,10 +1065,15 @@ impl Store for PgStore {
             .fetch_all(&self.inner.pool)
             .await
             .classified()?;
-        rows.iter().map(job_from_row).collect()
+        let mut jobs = Vec::with_capacity(rows.len());
+        for row in &rows {
+            jobs.extend(decodable_job(row)?);
+        }
+        Ok(jobs)
     }
 
     async fn job_sweep(&self, params: JobSweepParams) -> Result<Vec<JobId>, StoreError> {
+        params.validate()?;
         let mut ids: Vec<JobId> = sqlx::query_scalar(&self.inner.queries.job_sweep)
             .bind(params.now)
             .bind(history_limit())
@@ -1127,7 +1086,6 @@ impl Store for PgStore {
     }
 
     async fn job_redrive(&self, params: JobRedriveParams) -> Result<Vec<JobId>, StoreError> {
-        validate_filter(&params.filter)?;
         params.validate()?;
         let filter = serde_json::to_string(&params.filter).map_err(StoreError::backend)?;
         let rows = bind_filter(sqlx::query(&self.inner.queries.job_redrive), &params.filter)
@@ -1156,7 +1114,7 @@ impl Store for PgStore {
     }
 
     async fn job_purge(&self, params: JobPurgeParams) -> Result<u64, StoreError> {
-        validate_filter(&params.filter)?;
+        params.validate()?;
         let done = bind_filter(sqlx::query(&self.inner.queries.job_purge), &params.filter)
             .bind(params.limit.map(i64::from))
             .execute(&self.inner.pool)
@@ -1169,7 +1127,7 @@ impl Store for PgStore {
         &self,
         params: DeadFingerprintsParams,
     ) -> Result<Vec<FingerprintGroup>, StoreError> {
-        validate_filter(&params.filter)?;
+        params.validate()?;
         if params.limit == 0 {
             return Ok(Vec::new());
         }
@@ -1181,22 +1139,20 @@ impl Store for PgStore {
         .fetch_all(&self.inner.pool)
         .await
         .classified()?;
-        rows.iter()
-            .map(|row| {
-                let example_message: String = row.try_get("example_message").classified()?;
-                Ok(FingerprintGroup {
-                    fingerprint: row.try_get("fingerprint").classified()?,
-                    count: row.try_get("count").classified()?,
-                    first_seen: row.try_get("first_seen").classified()?,
-                    last_seen: row.try_get("last_seen").classified()?,
-                    kinds: row.try_get("kinds").classified()?,
-                    queues: row.try_get("queues").classified()?,
-                    example_id: row.try_get("example_id").classified()?,
-                    pattern: fingerprint::normalize(&example_message),
-                    example_message,
-                })
+        listed("jobs", &rows, |row| {
+            let example_message: String = row.try_get("example_message").classified()?;
+            Ok(FingerprintGroup {
+                fingerprint: row.try_get("fingerprint").classified()?,
+                count: row.try_get("count").classified()?,
+                first_seen: row.try_get("first_seen").classified()?,
+                last_seen: row.try_get("last_seen").classified()?,
+                kinds: row.try_get("kinds").classified()?,
+                queues: row.try_get("queues").classified()?,
+                example_id: row.try_get("example_id").classified()?,
+                pattern: fingerprint::normalize(&example_message),
+                example_message,
             })
-            .collect()
+        })
     }
 
     async fn redrive_history(
@@ -1208,27 +1164,26 @@ impl Store for PgStore {
             .fetch_all(&self.inner.pool)
             .await
             .classified()?;
-        rows.iter()
-            .map(|row| {
-                let filter: serde_json::Value = row.try_get("filter").classified()?;
-                Ok(RedriveRecord {
-                    id: row.try_get("id").classified()?,
-                    at: row.try_get("at").classified()?,
-                    updated_at: row.try_get("updated_at").classified()?,
-                    filter: serde_json::from_value(filter)
-                        .map_err(|err| StoreError::Corrupt(format!("redrives.filter: {err}")))?,
-                    spacing_ms: row.try_get("spacing_ms").classified()?,
-                    count: row.try_get("count").classified()?,
-                    first_job_id: row.try_get("first_job_id").classified()?,
-                    last_job_id: row.try_get("last_job_id").classified()?,
-                    actor: row.try_get("actor").classified()?,
-                    note: row.try_get("note").classified()?,
-                })
+        listed("redrives", &rows, |row| {
+            let filter: serde_json::Value = row.try_get("filter").classified()?;
+            Ok(RedriveRecord {
+                id: row.try_get("id").classified()?,
+                at: row.try_get("at").classified()?,
+                updated_at: row.try_get("updated_at").classified()?,
+                filter: serde_json::from_value(filter)
+                    .map_err(|err| StoreError::Corrupt(format!("redrives.filter: {err}")))?,
+                spacing_ms: row.try_get("spacing_ms").classified()?,
+                count: row.try_get("count").classified()?,
+                first_job_id: row.try_get("first_job_id").classified()?,
+                last_job_id: row.try_get("last_job_id").classified()?,
+                actor: row.try_get("actor").classified()?,
+                note: row.try_get("note").classified()?,
             })
-            .collect()
+        })
     }
 
     async fn job_prune(&self, params: JobPruneParams) -> Result<u64, StoreError> {
+        params.validate()?;
         let done = sqlx::query(&self.inner.queries.job_prune)
             .bind(params.now)
             .bind(millis(params.retention))
@@ -1240,7 +1195,7 @@ impl Store for PgStore {
     }
 
     async fn queue_pause(&self, params: QueuePauseParams) -> Result<(), StoreError> {
-        names::validate_name("queue", &params.queue)?;
+        params.validate()?;
         sqlx::query(&self.inner.queries.queue_set_paused)
             .bind(params.now)
             .bind(&params.queue)
@@ -1252,7 +1207,7 @@ impl Store for PgStore {
     }
 
     async fn queue_resume(&self, params: QueuePauseParams) -> Result<(), StoreError> {
-        names::validate_name("queue", &params.queue)?;
+        params.validate()?;
         sqlx::query(&self.inner.queries.queue_set_paused)
             .bind(params.now)
             .bind(&params.queue)
@@ -1265,9 +1220,7 @@ impl Store for PgStore {
     }
 
     async fn queue_stats(&self, params: QueueStatsParams) -> Result<Vec<QueueStats>, StoreError> {
-        if let Some(queue) = &params.queue {
-            names::validate_name("queue", queue)?;
-        }
+        params.validate()?;
         let rows = sqlx::query(&self.inner.queries.queue_stats)
             .bind(params.now)
             .bind(&params.queue)
@@ -1454,7 +1407,7 @@ impl Store for PgStore {
         &self,
         params: DependencySetParams,
     ) -> Result<DependencyState, StoreError> {
-        names::validate_key("dependency", &params.dependency)?;
+        params.validate()?;
         let mut conn = self.inner.pool.acquire().await.classified()?;
         let mut tx = conn.begin().await.classified()?;
         let (mut record, now) = self
@@ -1477,9 +1430,7 @@ impl Store for PgStore {
         &self,
         params: DependencyListParams,
     ) -> Result<Vec<DependencyState>, StoreError> {
-        if let Some(key) = &params.dependency {
-            names::validate_key("dependency", key)?;
-        }
+        params.validate()?;
         let now = match params.now {
             Some(now) => now,
             None => self.now().await?,
@@ -1492,23 +1443,22 @@ impl Store for PgStore {
         let waiting = self
             .dependency_waiting(params.dependency.as_deref())
             .await?;
-        rows.iter()
-            .map(|row| {
-                let key: String = row.try_get("key").classified()?;
-                let record: serde_json::Value = row.try_get("record").classified()?;
-                let record: DependencyRecord = serde_json::from_value(record).map_err(|err| {
-                    StoreError::Corrupt(format!("dependencies.record of {key:?}: {err}"))
-                })?;
-                let counts = waiting.get(&key).copied().unwrap_or_default();
-                Ok(record.view(&key, now.timestamp_micros(), counts))
-            })
-            .collect()
+        listed("dependencies", &rows, |row| {
+            let key: String = row.try_get("key").classified()?;
+            let record: serde_json::Value = row.try_get("record").classified()?;
+            let record: DependencyRecord = serde_json::from_value(record).map_err(|err| {
+                StoreError::Corrupt(format!("dependencies.record of {key:?}: {err}"))
+            })?;
+            let counts = waiting.get(&key).copied().unwrap_or_default();
+            Ok(record.view(&key, now.timestamp_micros(), counts))
+        })
     }
 
     async fn dependency_sweep(
         &self,
         params: DependencySweepParams,
     ) -> Result<Vec<String>, StoreError> {
+        params.validate()?;
         let now = match params.now {
             Some(now) => now,
             None => self.now().await?,
@@ -1546,13 +1496,7 @@ impl Store for PgStore {
     }
 
     async fn worker_heartbeat(&self, params: WorkerHeartbeatParams) -> Result<(), StoreError> {
-        names::validate_key("worker", &params.worker)?;
-        if params.host.chars().any(char::is_control) {
-            return Err(InputError::new("host", "must not contain control characters").into());
-        }
-        for queue in &params.queues {
-            names::validate_name("queue", queue)?;
-        }
+        params.validate()?;
         sqlx::query(&self.inner.queries.worker_heartbeat)
             .bind(params.now)
             .bind(&params.worker)
@@ -1570,21 +1514,20 @@ impl Store for PgStore {
             .fetch_all(&self.inner.pool)
             .await
             .classified()?;
-        rows.iter()
-            .map(|row| {
-                Ok(WorkerInfo {
-                    worker: row.try_get("worker").classified()?,
-                    host: row.try_get("host").classified()?,
-                    pid: row.try_get("pid").classified()?,
-                    queues: row.try_get("queues").classified()?,
-                    started_at: row.try_get("started_at").classified()?,
-                    last_seen_at: row.try_get("last_seen_at").classified()?,
-                })
+        listed("workers", &rows, |row| {
+            Ok(WorkerInfo {
+                worker: row.try_get("worker").classified()?,
+                host: row.try_get("host").classified()?,
+                pid: row.try_get("pid").classified()?,
+                queues: row.try_get("queues").classified()?,
+                started_at: row.try_get("started_at").classified()?,
+                last_seen_at: row.try_get("last_seen_at").classified()?,
             })
-            .collect()
+        })
     }
 
     async fn worker_remove(&self, params: WorkerRemoveParams) -> Result<u64, StoreError> {
+        params.validate()?;
         let done = match params {
             WorkerRemoveParams::Worker(worker) => {
                 sqlx::query(&self.inner.queries.worker_remove)
@@ -1603,16 +1546,65 @@ impl Store for PgStore {
         .classified()?;
         Ok(done.rows_affected())
     }
+
+    async fn policy_list(&self) -> Result<Vec<PolicyRecord>, StoreError> {
+        let rows = sqlx::query(&self.inner.queries.policy_list)
+            .fetch_all(&self.inner.pool)
+            .await
+            .classified()?;
+        let mut records = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let scope: String = row.try_get("scope").classified()?;
+            let name: String = row.try_get("name").classified()?;
+            match policy_from_row(row, &scope, &name) {
+                Ok(record) => records.push(record),
+                Err(err) => tracing::warn!(
+                    scope,
+                    name,
+                    error = %err,
+                    "skipping a stored retry policy that cannot be decoded"
+                ),
+            }
+        }
+        Ok(records)
+    }
+
+    async fn policy_set(&self, params: PolicySetParams) -> Result<(), StoreError> {
+        params.validate()?;
+        let policy = serde_json::to_string(&params.policy).map_err(StoreError::backend)?;
+        let (scope, name) = params.scope.as_parts();
+        sqlx::query(&self.inner.queries.policy_set)
+            .bind(scope)
+            .bind(name)
+            .bind(policy)
+            .bind(params.now)
+            .execute(&self.inner.pool)
+            .await
+            .classified()?;
+        Ok(())
+    }
+
+    async fn policy_delete(&self, params: PolicyDeleteParams) -> Result<bool, StoreError> {
+        params.validate()?;
+        let (scope, name) = params.scope.as_parts();
+        let done = sqlx::query(&self.inner.queries.policy_delete)
+            .bind(scope)
+            .bind(name)
+            .execute(&self.inner.pool)
+            .await
+            .classified()?;
+        Ok(done.rows_affected() > 0)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::notify;
+    use crate::wake;
 
     #[test]
     fn the_longest_schema_still_makes_a_valid_channel() {
-        assert!(notify::channel_for(&"s".repeat(MAX_SCHEMA_LEN)).len() <= 63);
+        assert!(wake::channel_for(&"s".repeat(MAX_SCHEMA_LEN)).len() <= 63);
         assert!(PgStoreOptions::with_schema("s".repeat(MAX_SCHEMA_LEN))
             .validate()
             .is_ok());

@@ -481,9 +481,9 @@ async fn migrations_are_idempotent_when_many_processes_start_at_once() {
             .fetch_one(again.pool())
             .await
             .unwrap();
-    // One ledger row per migration (0001_jobs, 0002_dead_letters, 0003_dependencies),
-    // each applied once.
-    assert_eq!(versions, 3);
+    // One ledger row per migration (0001_jobs, 0002_dead_letters, 0003_dependencies,
+    // 0004_policies), each applied once.
+    assert_eq!(versions, 4);
     sqlx::raw_sql(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
         .execute(again.pool())
         .await

@@ -1,7 +1,7 @@
 //! An in-memory [`Store`] for the runtime's unit tests: just enough of the contract,
 //! plus fault injection. The real contract is the conformance suite's business.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -20,6 +20,8 @@ pub(crate) struct MemoryStore {
     jobs: Mutex<BTreeMap<JobId, Job>>,
     workers: Mutex<Vec<WorkerInfo>>,
     dependencies: Mutex<BTreeMap<String, DependencyRecord>>,
+    /// Stored retry policies, by scope.
+    policies: Mutex<HashMap<PolicyScope, PolicyRecord>>,
     notify: Notify,
     /// This many of the next calls fail with a retryable error, every other call.
     pub(crate) failures: AtomicU32,
@@ -625,5 +627,41 @@ impl Store for MemoryStore {
             }
         }
         Ok((before - workers.len()) as u64)
+    }
+    async fn policy_list(&self) -> Result<Vec<PolicyRecord>, StoreError> {
+        self.enter("policy_list")?;
+        let mut records: Vec<PolicyRecord> =
+            self.policies.lock().unwrap().values().cloned().collect();
+        // Default first, then queues by name, then kinds by name.
+        records.sort_by(|a, b| {
+            let rank = |scope: &PolicyScope| match scope {
+                PolicyScope::Default => 0,
+                PolicyScope::Queue(_) => 1,
+                PolicyScope::Kind(_) => 2,
+            };
+            (rank(&a.scope), a.scope.as_parts().1).cmp(&(rank(&b.scope), b.scope.as_parts().1))
+        });
+        Ok(records)
+    }
+    async fn policy_set(&self, params: PolicySetParams) -> Result<(), StoreError> {
+        self.enter("policy_set")?;
+        params.validate()?;
+        let record = PolicyRecord {
+            scope: params.scope.clone(),
+            policy: params.policy,
+            updated_at: params.now.unwrap_or_else(Utc::now),
+        };
+        self.policies.lock().unwrap().insert(params.scope, record);
+        Ok(())
+    }
+    async fn policy_delete(&self, params: PolicyDeleteParams) -> Result<bool, StoreError> {
+        self.enter("policy_delete")?;
+        params.validate()?;
+        Ok(self
+            .policies
+            .lock()
+            .unwrap()
+            .remove(&params.scope)
+            .is_some())
     }
 }

@@ -44,11 +44,17 @@
 //!
 //! # Layout
 //!
-//! `migrations/` (applied automatically at connect), `queries/<op>.sql` (all the SQL),
-//! [`store`] (the [`SqliteStore`]), `error.rs` (the one place driver errors are
-//! classified), `tests/conformance.rs` (the shared behaviour suite).
+//! The same files as the PostgreSQL backend: `migrations/` (applied automatically at
+//! connect, `migrate.rs`), `queries/<op>.sql` (all the SQL, loaded by `sql.rs`),
+//! [`store`] (the [`SqliteStore`]), `row.rs` (decoding rows), `wake.rs` (wake-ups),
+//! `error.rs` (the one place driver errors are classified), `tests/conformance.rs`
+//! (the shared behaviour suite).
 
 mod error;
+mod migrate;
+mod row;
+mod sql;
 pub mod store;
+mod wake;
 
 pub use store::SqliteStore;

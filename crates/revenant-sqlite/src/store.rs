@@ -3,12 +3,12 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, SecondsFormat, Utc};
 use revenant_core::dependency::{DependencyRecord, DependencyState, WaitReason, WaitingCounts};
+use revenant_core::store::{held_delay, millis};
 use revenant_core::store::{
     plan_acquire, DependencyAcquireParams, DependencyAcquired, DependencyListParams,
     DependencyReportParams, DependencySetParams, DependencySweepParams, GatedJob, JobGate,
@@ -18,92 +18,30 @@ use revenant_core::store::{
     FingerprintGroup, JobCancelParams, JobClaimParams, JobCompleteParams, JobEnqueueParams,
     JobFailParams, JobFilter, JobGetParams, JobHeartbeatParams, JobListParams, JobPruneParams,
     JobPurgeParams, JobRedriveParams, JobReleaseParams, JobSnoozeParams, JobSweepParams, LeaseRef,
-    QueueHistoryParams, QueueHistoryPoint, QueuePauseParams, QueueStats, QueueStatsParams,
-    RedriveHistoryParams, RedriveRecord, WorkerHeartbeatParams, WorkerInfo, WorkerRemoveParams,
+    PolicyDeleteParams, PolicyRecord, PolicySetParams, QueueHistoryParams, QueueHistoryPoint,
+    QueuePauseParams, QueueStats, QueueStatsParams, RedriveHistoryParams, RedriveRecord,
+    WorkerHeartbeatParams, WorkerInfo, WorkerRemoveParams,
 };
 use revenant_core::{
-    fingerprint, names, DeadReason, ErrorEntry, FailureClass, InputError, Job, JobId, JobState,
-    LeaseToken, NewJob, Store, StoreError, Timestamp,
+    fingerprint, DeadReason, ErrorEntry, FailureClass, Job, JobId, JobState, LeaseToken, Store,
+    StoreError, Timestamp,
 };
 use sqlx::query::Query;
 use sqlx::sqlite::{
     SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteRow, SqliteSynchronous,
 };
-use sqlx::{Row, Sqlite, Transaction};
-use tokio::sync::{Mutex, MutexGuard, Notify};
+use sqlx::{Sqlite, Transaction};
+use tokio::sync::{Mutex, MutexGuard};
 
-use crate::error::{classify, migrate};
-
-/// The SQL of every operation, from `queries/`.
-mod sql {
-    pub const QUEUE_ENSURE: &str = include_str!("../queries/queue_ensure.sql");
-    pub const QUEUE_SET_PAUSED: &str = include_str!("../queries/queue_set_paused.sql");
-    pub const QUEUE_PAUSED: &str = include_str!("../queries/queue_paused.sql");
-    pub const QUEUE_STATS: &str = include_str!("../queries/queue_stats.sql");
-    pub const QUEUE_HISTORY: &str = include_str!("../queries/queue_history.sql");
-    pub const JOB_UNIQUE_FIND: &str = include_str!("../queries/job_unique_find.sql");
-    pub const JOB_ENQUEUE: &str = include_str!("../queries/job_enqueue.sql");
-    pub const JOB_EXPIRED_EXHAUSTED: &str = include_str!("../queries/job_expired_exhausted.sql");
-    pub const JOB_KILL_EXPIRED: &str = include_str!("../queries/job_kill_expired.sql");
-    pub const JOB_CLAIM_CANDIDATES: &str = include_str!("../queries/job_claim_candidates.sql");
-    pub const JOB_CLAIM: &str = include_str!("../queries/job_claim.sql");
-    pub const JOB_HEARTBEAT: &str = include_str!("../queries/job_heartbeat.sql");
-    pub const JOB_FAIL_DEAD: &str = include_str!("../queries/job_fail_dead.sql");
-    pub const JOB_SNOOZE: &str = include_str!("../queries/job_snooze.sql");
-    pub const JOB_CANCEL_GET: &str = include_str!("../queries/job_cancel_get.sql");
-    pub const JOB_CANCEL: &str = include_str!("../queries/job_cancel.sql");
-    pub const JOB_GET: &str = include_str!("../queries/job_get.sql");
-    pub const JOB_LIST: &str = concat!(
-        include_str!("../queries/job_list.sql"),
-        include_str!("../queries/job_filter.sql"),
-        include_str!("../queries/job_list_tail.sql"),
-    );
-    pub const JOB_REDRIVE_SELECT: &str = concat!(
-        include_str!("../queries/job_redrive_select.sql"),
-        include_str!("../queries/job_filter.sql"),
-        include_str!("../queries/job_redrive_select_tail.sql"),
-    );
-    pub const JOB_REDRIVE: &str = include_str!("../queries/job_redrive.sql");
-    pub const JOB_PURGE: &str = concat!(
-        include_str!("../queries/job_purge.sql"),
-        include_str!("../queries/job_filter.sql"),
-        include_str!("../queries/job_purge_tail.sql"),
-    );
-    pub const JOB_PRUNE: &str = include_str!("../queries/job_prune.sql");
-    pub const ATTEMPT_FAILURE_LOG: &str = include_str!("../queries/attempt_failure_log.sql");
-    pub const ATTEMPT_FAILURE_LOG_BATCH: &str =
-        include_str!("../queries/attempt_failure_log_batch.sql");
-    pub const JOB_CLAIM_READY: &str = include_str!("../queries/job_claim_ready.sql");
-    pub const JOB_RUNNING_BY_IDS: &str = include_str!("../queries/job_running_by_ids.sql");
-    pub const JOB_COMPLETE_BATCH: &str = include_str!("../queries/job_complete_batch.sql");
-    pub const JOB_FAIL_RETRY_BATCH: &str = include_str!("../queries/job_fail_retry_batch.sql");
-    pub const ATTEMPT_FAILURE_PRUNE: &str = include_str!("../queries/attempt_failure_prune.sql");
-    pub const REDRIVE_AUDIT: &str = include_str!("../queries/redrive_audit.sql");
-    pub const REDRIVE_HISTORY: &str = include_str!("../queries/redrive_history.sql");
-    pub const DEAD_FINGERPRINTS: &str = concat!(
-        include_str!("../queries/dead_fingerprints.sql"),
-        include_str!("../queries/job_filter.sql"),
-        include_str!("../queries/dead_fingerprints_tail.sql"),
-    );
-    pub const DEAD_UNFINGERPRINTED: &str = include_str!("../queries/dead_unfingerprinted.sql");
-    pub const JOB_SET_FINGERPRINT: &str = include_str!("../queries/job_set_fingerprint.sql");
-    pub const WORKER_HEARTBEAT: &str = include_str!("../queries/worker_heartbeat.sql");
-    pub const WORKER_LIST: &str = include_str!("../queries/worker_list.sql");
-    pub const WORKER_REMOVE: &str = include_str!("../queries/worker_remove.sql");
-    pub const WORKER_REMOVE_STALE: &str = include_str!("../queries/worker_remove_stale.sql");
-    pub const DEPENDENCY_GET: &str = include_str!("../queries/dependency_get.sql");
-    pub const DEPENDENCY_PUT: &str = include_str!("../queries/dependency_put.sql");
-    pub const DEPENDENCY_LIST: &str = include_str!("../queries/dependency_list.sql");
-    pub const DEPENDENCY_WAITING: &str = include_str!("../queries/dependency_waiting.sql");
-    pub const DEPENDENCY_PARKED: &str = include_str!("../queries/dependency_parked.sql");
-    pub const DEPENDENCY_RELEASE: &str = include_str!("../queries/dependency_release.sql");
-    pub const DEPENDENCY_SWEEP_RELEASE: &str =
-        include_str!("../queries/dependency_sweep_release.sql");
-    pub const JOB_GATE_RUNNING: &str = include_str!("../queries/job_gate_running.sql");
-    pub const JOB_GATE_RUN: &str = include_str!("../queries/job_gate_run.sql");
-    pub const JOB_GATE_DEFER: &str = include_str!("../queries/job_gate_defer.sql");
-}
+use crate::error::classify;
+use crate::migrate;
+use crate::row::{
+    decodable_job, get, get_time, group_from_row, job_from_row, listed, parse_errors, parse_record,
+    policy_from_row, redrive_from_row, timestamp,
+};
+use crate::sql;
+use crate::wake::Wakeups;
 
 /// How long a writer waits for another process's write lock before the call fails
 /// with [`StoreError::Unavailable`].
@@ -140,7 +78,7 @@ pub struct SqliteStore {
     /// Serializes this process's writers before they take SQLite's write lock.
     write_lock: Mutex<()>,
     /// Wake-ups for `wait_for_jobs`, per queue.
-    signals: StdMutex<HashMap<String, Arc<Notify>>>,
+    wakeups: Wakeups,
     /// Keeps a temporary database's directory until the store is dropped.
     _temp_dir: Option<tempfile::TempDir>,
 }
@@ -240,15 +178,12 @@ impl SqliteStore {
                 .map_err(classify)?;
             (pool, writer)
         };
-        sqlx::migrate!("./migrations")
-            .run(&writer)
-            .await
-            .map_err(migrate)?;
+        migrate::run(&writer).await?;
         let store = SqliteStore {
             pool,
             writer,
             write_lock: Mutex::new(()),
-            signals: StdMutex::new(HashMap::new()),
+            wakeups: Wakeups::default(),
             _temp_dir: temp_dir,
         };
         store.backfill_fingerprints().await?;
@@ -308,23 +243,9 @@ impl SqliteStore {
         Ok((guard, tx))
     }
 
-    fn notify(&self, queue: &str) -> Arc<Notify> {
-        let mut signals = self
-            .signals
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        signals.entry(queue.to_string()).or_default().clone()
-    }
-
-    /// Wakes `wait_for_jobs` callers of these queues. A permit is kept for the next
-    /// waiter when none is waiting, so a wake-up between a fetcher's empty claim and
-    /// its wait is not lost.
+    /// Wakes `wait_for_jobs` callers of these queues (see [`Wakeups::wake`]).
     fn signal<'a>(&self, queues: impl IntoIterator<Item = &'a String>) {
-        for queue in queues {
-            let notify = self.notify(queue);
-            notify.notify_one();
-            notify.notify_waiters();
-        }
+        self.wakeups.wake(queues);
     }
 
     /// Makes dead (reason `lease_expired`) every running job whose lease expired with no
@@ -393,11 +314,6 @@ async fn dependency_load(
     json.map_or(Ok(DependencyRecord::default()), |json| {
         parse_record(key, &json)
     })
-}
-
-fn parse_record(key: &str, json: &str) -> Result<DependencyRecord, StoreError> {
-    serde_json::from_str(json)
-        .map_err(|err| StoreError::Corrupt(format!("dependencies.record of {key:?}: {err}")))
 }
 
 async fn dependency_save(
@@ -519,45 +435,6 @@ async fn log_failure(
     Ok(())
 }
 
-fn redrive_from_row(row: &SqliteRow) -> Result<RedriveRecord, StoreError> {
-    let filter: String = get(row, "filter")?;
-    Ok(RedriveRecord {
-        id: get(row, "id")?,
-        at: timestamp(get(row, "at")?, "at")?,
-        updated_at: timestamp(get(row, "updated_at")?, "updated_at")?,
-        filter: serde_json::from_str(&filter)
-            .map_err(|err| StoreError::Corrupt(format!("redrives.filter: {err}")))?,
-        spacing_ms: get(row, "spacing_ms")?,
-        count: get(row, "count")?,
-        first_job_id: get(row, "first_job_id")?,
-        last_job_id: get(row, "last_job_id")?,
-        actor: get(row, "actor")?,
-        note: get(row, "note")?,
-    })
-}
-
-fn group_from_row(row: &SqliteRow) -> Result<FingerprintGroup, StoreError> {
-    let list = |column: &str| -> Result<Vec<String>, StoreError> {
-        let json: String = get(row, column)?;
-        let mut items: Vec<String> = serde_json::from_str(&json)
-            .map_err(|err| StoreError::Corrupt(format!("{column} is not a list: {err}")))?;
-        items.sort();
-        Ok(items)
-    };
-    let example_message: String = get(row, "example_message")?;
-    Ok(FingerprintGroup {
-        fingerprint: get(row, "fingerprint")?,
-        count: get(row, "count")?,
-        first_seen: timestamp(get(row, "first_seen")?, "first_seen")?,
-        last_seen: timestamp(get(row, "last_seen")?, "last_seen")?,
-        kinds: list("kinds")?,
-        queues: list("queues")?,
-        example_id: get(row, "example_id")?,
-        pattern: fingerprint::normalize(&example_message),
-        example_message,
-    })
-}
-
 /// The clock: pinned, or the process's, in whole milliseconds.
 ///
 /// A write reads it *after* taking the write turn: read before, it is stale by however
@@ -569,37 +446,10 @@ fn clock(now: Option<Timestamp>) -> i64 {
     now.unwrap_or_else(Utc::now).timestamp_millis()
 }
 
-fn millis(duration: Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
-}
-
-fn timestamp(ms: i64, column: &str) -> Result<Timestamp, StoreError> {
-    DateTime::from_timestamp_millis(ms)
-        .ok_or_else(|| StoreError::Corrupt(format!("{column} = {ms} is not a timestamp")))
-}
-
 fn rfc3339(ms: i64) -> String {
     DateTime::from_timestamp_millis(ms)
         .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
         .unwrap_or_else(|| format!("{ms} ms"))
-}
-
-fn get<'r, T>(row: &'r SqliteRow, column: &str) -> Result<T, StoreError>
-where
-    T: sqlx::Decode<'r, Sqlite> + sqlx::Type<Sqlite>,
-{
-    row.try_get(column).map_err(classify)
-}
-
-fn get_time(row: &SqliteRow, column: &str) -> Result<Option<Timestamp>, StoreError> {
-    get::<Option<i64>>(row, column)?
-        .map(|ms| timestamp(ms, column))
-        .transpose()
-}
-
-fn parse_errors(json: &str) -> Result<Vec<ErrorEntry>, StoreError> {
-    serde_json::from_str(json)
-        .map_err(|err| StoreError::Corrupt(format!("errors is not an error history: {err}")))
 }
 
 /// Appends an entry to a stored history, keeping the newest
@@ -644,76 +494,6 @@ fn lease_expired_entry(
         message,
         worker,
     })
-}
-
-fn job_from_row(row: &SqliteRow) -> Result<Job, StoreError> {
-    let status: String = get(row, "status")?;
-    let status = JobState::from_str(&status)
-        .map_err(|_| StoreError::Corrupt(format!("status = {status:?} is not a job state")))?;
-    let dead_reason = get::<Option<String>>(row, "dead_reason")?
-        .map(|reason| {
-            DeadReason::from_str(&reason).map_err(|_| {
-                StoreError::Corrupt(format!("dead_reason = {reason:?} is not a dead reason"))
-            })
-        })
-        .transpose()?;
-    let payload: String = get(row, "payload")?;
-    let payload = serde_json::from_str(&payload)
-        .map_err(|err| StoreError::Corrupt(format!("payload is not JSON: {err}")))?;
-    let errors = parse_errors(&get::<String>(row, "errors")?)?;
-    Ok(Job {
-        id: get(row, "id")?,
-        queue: get(row, "queue")?,
-        kind: get(row, "kind")?,
-        payload,
-        status,
-        priority: get(row, "priority")?,
-        attempts: get(row, "attempts")?,
-        max_attempts: get(row, "max_attempts")?,
-        run_at: timestamp(get(row, "run_at")?, "run_at")?,
-        created_at: timestamp(get(row, "created_at")?, "created_at")?,
-        attempted_at: get_time(row, "attempted_at")?,
-        finished_at: get_time(row, "finished_at")?,
-        lease_token: get::<Option<i64>>(row, "lease_token")?.map(LeaseToken),
-        lease_expires_at: get_time(row, "lease_expires_at")?,
-        worker: get(row, "worker")?,
-        group_key: get(row, "group_key")?,
-        unique_key: get(row, "unique_key")?,
-        correlation_id: get(row, "correlation_id")?,
-        dead_reason,
-        last_error: errors.last().cloned(),
-        errors,
-        redrives: get(row, "redrives")?,
-        fingerprint: get(row, "fingerprint")?,
-        dependency: get(row, "dependency")?,
-        dependency_wait: get::<Option<String>>(row, "dependency_wait")?
-            .map(|text| {
-                WaitReason::parse(&text).ok_or_else(|| {
-                    StoreError::Corrupt(format!("dependency_wait = {text:?} is not a reason"))
-                })
-            })
-            .transpose()?,
-    })
-}
-
-fn validate_filter(filter: &JobFilter) -> Result<(), InputError> {
-    if let Some(queue) = &filter.queue {
-        names::validate_name("queue", queue)?;
-    }
-    if let Some(kind) = &filter.kind {
-        names::validate_name("kind", kind)?;
-    }
-    Ok(())
-}
-
-fn validate_lease(field: &'static str, lease: Duration) -> Result<(), InputError> {
-    if lease.is_zero() {
-        return Err(InputError::new(field, "must be longer than zero"));
-    }
-    if lease > NewJob::MAX_DELAY {
-        return Err(InputError::new(field, "must be at most 365 days"));
-    }
-    Ok(())
 }
 
 /// Binds a [`JobFilter`] as parameters ?1 to ?11 (see `queries/job_filter.sql`).
@@ -769,25 +549,11 @@ impl Store for SqliteStore {
     }
 
     async fn wait_for_jobs(&self, queue: &str, timeout: Duration) {
-        let notify = self.notify(queue);
-        let _ = tokio::time::timeout(timeout, notify.notified()).await;
+        self.wakeups.wait(queue, timeout).await;
     }
 
     async fn job_enqueue(&self, params: JobEnqueueParams) -> Result<Vec<Enqueued>, StoreError> {
-        if !(1..=NewJob::MAX_ATTEMPTS).contains(&params.default_max_attempts) {
-            return Err(InputError::new(
-                "max_attempts",
-                format!(
-                    "default {} is out of range; use 1..={}",
-                    params.default_max_attempts,
-                    NewJob::MAX_ATTEMPTS
-                ),
-            )
-            .into());
-        }
-        for job in &params.jobs {
-            job.validate()?;
-        }
+        params.validate()?;
         if params.jobs.is_empty() {
             return Ok(Vec::new());
         }
@@ -849,9 +615,7 @@ impl Store for SqliteStore {
     }
 
     async fn job_claim(&self, params: JobClaimParams) -> Result<Vec<Job>, StoreError> {
-        names::validate_name("queue", &params.queue)?;
-        names::validate_key("worker", &params.worker)?;
-        validate_lease("lease", params.lease)?;
+        params.validate()?;
         if params.limit == 0 {
             return Ok(Vec::new());
         }
@@ -942,7 +706,7 @@ impl Store for SqliteStore {
     }
 
     async fn job_heartbeat(&self, params: JobHeartbeatParams) -> Result<Fenced, StoreError> {
-        validate_lease("lease_for", params.lease_for)?;
+        params.validate()?;
         let (_turn, mut tx) = self.write().await?;
         let now = clock(params.now);
         let done = sqlx::query(sql::JOB_HEARTBEAT)
@@ -961,6 +725,7 @@ impl Store for SqliteStore {
     }
 
     async fn job_complete(&self, params: JobCompleteParams) -> Result<Vec<Fenced>, StoreError> {
+        params.validate()?;
         if params.leases.is_empty() {
             return Ok(Vec::new());
         }
@@ -998,6 +763,7 @@ impl Store for SqliteStore {
     }
 
     async fn job_fail(&self, params: JobFailParams) -> Result<Vec<Fenced>, StoreError> {
+        params.validate()?;
         if params.failures.is_empty() {
             return Ok(Vec::new());
         }
@@ -1035,9 +801,7 @@ impl Store for SqliteStore {
             logged.push((queue.clone(), failure.failure.class.as_str()));
             match &failure.action {
                 FailAction::Retry { delay } => {
-                    // A delay past the longest accepted one is a unit mistake or an
-                    // unbounded cap; hold it at 365 days rather than refuse the failure.
-                    let delay = (*delay).min(NewJob::MAX_DELAY);
+                    let delay = held_delay(*delay);
                     retries.push((lease.id, now.saturating_add(millis(delay)), errors));
                     wake.insert(queue);
                 }
@@ -1083,7 +847,8 @@ impl Store for SqliteStore {
     }
 
     async fn job_snooze(&self, params: JobSnoozeParams) -> Result<Fenced, StoreError> {
-        let delay = params.delay.min(NewJob::MAX_DELAY);
+        params.validate()?;
+        let delay = held_delay(params.delay);
         let (_turn, mut tx) = self.write().await?;
         let now = clock(params.now);
         let queue: Option<String> = sqlx::query_scalar(sql::JOB_SNOOZE)
@@ -1103,6 +868,7 @@ impl Store for SqliteStore {
     }
 
     async fn job_release(&self, params: JobReleaseParams) -> Result<Vec<Fenced>, StoreError> {
+        params.validate()?;
         if params.leases.is_empty() {
             return Ok(Vec::new());
         }
@@ -1132,16 +898,7 @@ impl Store for SqliteStore {
     }
 
     async fn job_cancel(&self, params: JobCancelParams) -> Result<CancelResult, StoreError> {
-        if let Some(message) = &params.message {
-            if message
-                .chars()
-                .any(|c| c.is_control() && c != '\n' && c != '\t')
-            {
-                return Err(
-                    InputError::new("message", "must not contain control characters").into(),
-                );
-            }
-        }
+        params.validate()?;
         let now = clock(params.now);
         let (id, token) = match params.target {
             CancelTarget::Id(id) => (id, None),
@@ -1224,7 +981,7 @@ impl Store for SqliteStore {
     }
 
     async fn job_list(&self, params: JobListParams) -> Result<Vec<Job>, StoreError> {
-        validate_filter(&params.filter)?;
+        params.validate()?;
         if params.limit == 0 {
             return Ok(Vec::new());
         }
@@ -1234,10 +991,15 @@ impl Store for SqliteStore {
             .fetch_all(&self.pool)
             .await
             .map_err(classify)?;
-        rows.iter().map(job_from_row).collect()
+        let mut jobs = Vec::with_capacity(rows.len());
+        for row in &rows {
+            jobs.extend(decodable_job(row)?);
+        }
+        Ok(jobs)
     }
 
     async fn job_sweep(&self, params: JobSweepParams) -> Result<Vec<JobId>, StoreError> {
+        params.validate()?;
         let (_turn, mut tx) = self.write().await?;
         let now = clock(params.now);
         let ids = Self::kill_expired(&mut tx, now, None).await?;
@@ -1246,7 +1008,6 @@ impl Store for SqliteStore {
     }
 
     async fn job_redrive(&self, params: JobRedriveParams) -> Result<Vec<JobId>, StoreError> {
-        validate_filter(&params.filter)?;
         params.validate()?;
         let now = clock(params.now);
         let start = params
@@ -1295,7 +1056,7 @@ impl Store for SqliteStore {
     }
 
     async fn job_purge(&self, params: JobPurgeParams) -> Result<u64, StoreError> {
-        validate_filter(&params.filter)?;
+        params.validate()?;
         let (_turn, mut tx) = self.write().await?;
         let done = bind_filter(sqlx::query(sql::JOB_PURGE), &params.filter)?
             .bind(sql_limit(params.limit))
@@ -1310,7 +1071,7 @@ impl Store for SqliteStore {
         &self,
         params: DeadFingerprintsParams,
     ) -> Result<Vec<FingerprintGroup>, StoreError> {
-        validate_filter(&params.filter)?;
+        params.validate()?;
         if params.limit == 0 {
             return Ok(Vec::new());
         }
@@ -1319,7 +1080,7 @@ impl Store for SqliteStore {
             .fetch_all(&self.pool)
             .await
             .map_err(classify)?;
-        rows.iter().map(group_from_row).collect()
+        listed("jobs", &rows, group_from_row)
     }
 
     async fn redrive_history(
@@ -1331,10 +1092,11 @@ impl Store for SqliteStore {
             .fetch_all(&self.pool)
             .await
             .map_err(classify)?;
-        rows.iter().map(redrive_from_row).collect()
+        listed("redrives", &rows, redrive_from_row)
     }
 
     async fn job_prune(&self, params: JobPruneParams) -> Result<u64, StoreError> {
+        params.validate()?;
         let (_turn, mut tx) = self.write().await?;
         let now = clock(params.now);
         let cutoff = now.saturating_sub(millis(params.retention));
@@ -1355,7 +1117,7 @@ impl Store for SqliteStore {
     }
 
     async fn queue_pause(&self, params: QueuePauseParams) -> Result<(), StoreError> {
-        names::validate_name("queue", &params.queue)?;
+        params.validate()?;
         let (_turn, mut tx) = self.write().await?;
         let now = clock(params.now);
         sqlx::query(sql::QUEUE_SET_PAUSED)
@@ -1370,7 +1132,7 @@ impl Store for SqliteStore {
     }
 
     async fn queue_resume(&self, params: QueuePauseParams) -> Result<(), StoreError> {
-        names::validate_name("queue", &params.queue)?;
+        params.validate()?;
         let (_turn, mut tx) = self.write().await?;
         let now = clock(params.now);
         sqlx::query(sql::QUEUE_SET_PAUSED)
@@ -1386,9 +1148,7 @@ impl Store for SqliteStore {
     }
 
     async fn queue_stats(&self, params: QueueStatsParams) -> Result<Vec<QueueStats>, StoreError> {
-        if let Some(queue) = &params.queue {
-            names::validate_name("queue", queue)?;
-        }
+        params.validate()?;
         let now = clock(params.now);
         let rows = sqlx::query(sql::QUEUE_STATS)
             .bind(now)
@@ -1559,7 +1319,7 @@ impl Store for SqliteStore {
         &self,
         params: DependencySetParams,
     ) -> Result<DependencyState, StoreError> {
-        names::validate_key("dependency", &params.dependency)?;
+        params.validate()?;
         let (_turn, mut tx) = self.write().await?;
         let now = clock(params.now);
         let mut record = dependency_load(&mut tx, &params.dependency).await?;
@@ -1583,9 +1343,7 @@ impl Store for SqliteStore {
         &self,
         params: DependencyListParams,
     ) -> Result<Vec<DependencyState>, StoreError> {
-        if let Some(key) = &params.dependency {
-            names::validate_key("dependency", key)?;
-        }
+        params.validate()?;
         let now = clock(params.now).saturating_mul(1000);
         let rows = sqlx::query(sql::DEPENDENCY_LIST)
             .bind(&params.dependency)
@@ -1593,20 +1351,19 @@ impl Store for SqliteStore {
             .await
             .map_err(classify)?;
         let waiting = dependency_waiting(&self.pool, params.dependency.as_deref()).await?;
-        rows.iter()
-            .map(|row| {
-                let key: String = get(row, "key")?;
-                let record = parse_record(&key, &get::<String>(row, "record")?)?;
-                let counts = waiting.get(&key).copied().unwrap_or_default();
-                Ok(record.view(&key, now, counts))
-            })
-            .collect()
+        listed("dependencies", &rows, |row| {
+            let key: String = get(row, "key")?;
+            let record = parse_record(&key, &get::<String>(row, "record")?)?;
+            let counts = waiting.get(&key).copied().unwrap_or_default();
+            Ok(record.view(&key, now, counts))
+        })
     }
 
     async fn dependency_sweep(
         &self,
         params: DependencySweepParams,
     ) -> Result<Vec<String>, StoreError> {
+        params.validate()?;
         let now = clock(params.now);
         let rows = sqlx::query(sql::DEPENDENCY_LIST)
             .bind(None::<String>)
@@ -1644,13 +1401,7 @@ impl Store for SqliteStore {
     }
 
     async fn worker_heartbeat(&self, params: WorkerHeartbeatParams) -> Result<(), StoreError> {
-        names::validate_key("worker", &params.worker)?;
-        if params.host.chars().any(char::is_control) {
-            return Err(InputError::new("host", "must not contain control characters").into());
-        }
-        for queue in &params.queues {
-            names::validate_name("queue", queue)?;
-        }
+        params.validate()?;
         let now = clock(params.now);
         let queues = serde_json::to_string(&params.queues).map_err(StoreError::backend)?;
         let (_turn, mut tx) = self.write().await?;
@@ -1672,24 +1423,26 @@ impl Store for SqliteStore {
             .fetch_all(&self.pool)
             .await
             .map_err(classify)?;
-        rows.iter()
-            .map(|row| {
-                let queues: String = get(row, "queues")?;
-                Ok(WorkerInfo {
-                    worker: get(row, "worker")?,
-                    host: get(row, "host")?,
-                    pid: get(row, "pid")?,
-                    queues: serde_json::from_str(&queues).map_err(|err| {
-                        StoreError::Corrupt(format!("workers.queues is not a list: {err}"))
-                    })?,
-                    started_at: timestamp(get(row, "started_at")?, "started_at")?,
-                    last_seen_at: timestamp(get(row, "last_seen_at")?, "last_seen_at")?,
-                })
+        listed("workers", &rows, |row| {
+            let worker: String = get(row, "worker")?;
+            let queues: String = get(row, "queues")?;
+            Ok(WorkerInfo {
+                host: get(row, "host")?,
+                pid: get(row, "pid")?,
+                queues: serde_json::from_str(&queues).map_err(|err| {
+                    StoreError::Corrupt(format!(
+                        "workers.queues of {worker:?} is not a list: {err}"
+                    ))
+                })?,
+                started_at: timestamp(get(row, "started_at")?, "started_at")?,
+                last_seen_at: timestamp(get(row, "last_seen_at")?, "last_seen_at")?,
+                worker,
             })
-            .collect()
+        })
     }
 
     async fn worker_remove(&self, params: WorkerRemoveParams) -> Result<u64, StoreError> {
+        params.validate()?;
         let (_turn, mut tx) = self.write().await?;
         let done = match params {
             WorkerRemoveParams::Worker(worker) => sqlx::query(sql::WORKER_REMOVE)
@@ -1708,10 +1461,66 @@ impl Store for SqliteStore {
         tx.commit().await.map_err(classify)?;
         Ok(done.rows_affected())
     }
+
+    async fn policy_list(&self) -> Result<Vec<PolicyRecord>, StoreError> {
+        let rows = sqlx::query(sql::POLICY_LIST)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(classify)?;
+        let mut records = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let scope: String = get(row, "scope")?;
+            let name: String = get(row, "name")?;
+            match policy_from_row(row, &scope, &name) {
+                Ok(record) => records.push(record),
+                Err(err) => tracing::warn!(
+                    scope,
+                    name,
+                    error = %err,
+                    "skipping a stored retry policy that cannot be decoded"
+                ),
+            }
+        }
+        Ok(records)
+    }
+
+    async fn policy_set(&self, params: PolicySetParams) -> Result<(), StoreError> {
+        params.validate()?;
+        let policy = serde_json::to_string(&params.policy).map_err(StoreError::backend)?;
+        let (scope, name) = params.scope.as_parts();
+        let (_turn, mut tx) = self.write().await?;
+        let now = clock(params.now);
+        sqlx::query(sql::POLICY_SET)
+            .bind(scope)
+            .bind(name)
+            .bind(policy)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        tx.commit().await.map_err(classify)?;
+        Ok(())
+    }
+
+    async fn policy_delete(&self, params: PolicyDeleteParams) -> Result<bool, StoreError> {
+        params.validate()?;
+        let (scope, name) = params.scope.as_parts();
+        let (_turn, mut tx) = self.write().await?;
+        let done = sqlx::query(sql::POLICY_DELETE)
+            .bind(scope)
+            .bind(name)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        tx.commit().await.map_err(classify)?;
+        Ok(done.rows_affected() > 0)
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use sqlx::Row;
+
     use super::*;
 
     #[tokio::test]

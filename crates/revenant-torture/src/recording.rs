@@ -221,4 +221,13 @@ impl Store for RecordingStore {
     async fn dependency_sweep(&self, p: DependencySweepParams) -> Result<Vec<String>, StoreError> {
         self.inner.dependency_sweep(p).await
     }
+    async fn policy_list(&self) -> Result<Vec<PolicyRecord>, StoreError> {
+        self.inner.policy_list().await
+    }
+    async fn policy_set(&self, p: PolicySetParams) -> Result<(), StoreError> {
+        self.inner.policy_set(p).await
+    }
+    async fn policy_delete(&self, p: PolicyDeleteParams) -> Result<bool, StoreError> {
+        self.inner.policy_delete(p).await
+    }
 }

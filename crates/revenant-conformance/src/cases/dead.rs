@@ -672,3 +672,69 @@ pub async fn redrive_chunks_share_one_audit_record_and_keep_the_pace(store: Arc<
         "a past start means now"
     );
 }
+
+/// A spacing read in the wrong unit (`--rate 1e-15`: one job every 31 million years)
+/// would write a `run_at` no store can read back. It is refused with field `spacing`,
+/// as are a spacing over one hour and one whose last job would run past the year
+/// 9999; nothing moves, no audit is written, and the dead jobs still list.
+pub async fn redrive_refuses_a_spacing_that_would_leave_an_unreadable_run_at(
+    store: Arc<dyn Store>,
+) {
+    let stage = Stage::new(store.clone());
+    let mut dead = Vec::new();
+    for _ in 0..3 {
+        dead.push(
+            stage
+                .dead(job("q", "k"), DeadReason::Permanent, "x", t0())
+                .await
+                .id,
+        );
+    }
+    let near_the_end = chrono::DateTime::parse_from_rfc3339("9999-12-31T22:00:00Z")
+        .expect("a valid time")
+        .to_utc();
+    let refused = [
+        (Duration::from_secs_f64(1.0 / 1e-15), None, None),
+        (Duration::from_secs(3601), Some(2), None),
+        (secs(3600), Some(3), Some(near_the_end)),
+    ];
+    for (spacing, limit, start_at) in refused {
+        let result = store
+            .job_redrive(JobRedriveParams {
+                filter: JobFilter::default(),
+                limit,
+                spacing,
+                start_at,
+                now: Some(at(1_000)),
+                ..JobRedriveParams::default()
+            })
+            .await;
+        assert!(
+            matches!(result, Err(StoreError::Input(ref err)) if err.field == "spacing"),
+            "spacing {spacing:?} from {start_at:?}: {result:?}"
+        );
+    }
+    let listed = store
+        .job_list(JobListParams::default())
+        .await
+        .expect("the dead jobs still list");
+    assert_eq!(listed.len(), 3);
+    assert!(listed.iter().all(|job| job.status == JobState::Dead));
+    let history = store
+        .redrive_history(RedriveHistoryParams::default())
+        .await
+        .expect("history");
+    assert!(history.is_empty(), "a refused redrive writes no audit");
+    // The largest spacing that fits is accepted.
+    let moved = redrive(
+        &store,
+        JobRedriveParams {
+            spacing: MAX_SPACING,
+            now: Some(at(1_000)),
+            ..JobRedriveParams::default()
+        },
+    )
+    .await;
+    assert_eq!(moved, dead);
+    assert_eq!(stage.get(dead[2]).await.run_at, at(1_000 + 2 * 3600));
+}

@@ -305,3 +305,35 @@ pub async fn enqueue_into_a_paused_queue_is_accepted(store: Arc<dyn Store>) {
     assert_eq!(stage.get(id).await.status, JobState::Ready);
     assert!(stage.claim("q", 10, at(1)).await.is_empty());
 }
+
+/// A `run_at` outside the years 1970 to 9999 is refused with field `run_at` and writes
+/// nothing; the edges of the range are accepted and read back as written.
+pub async fn enqueue_refuses_a_run_at_out_of_range(store: Arc<dyn Store>) {
+    let stage = Stage::new(store.clone());
+    let time = |text: &str| {
+        chrono::DateTime::parse_from_rfc3339(text)
+            .expect("a valid time")
+            .to_utc()
+    };
+    for bad in [
+        chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 10_000, 1, 1, 0, 0, 0).unwrap(),
+        time("1969-12-31T23:59:59.999Z"),
+        time("0001-01-01T00:00:00Z"),
+    ] {
+        match store
+            .job_enqueue(params(vec![job("q", "k").with_run_at(bad)]))
+            .await
+        {
+            Err(StoreError::Input(err)) => assert_eq!(err.field, "run_at", "for {bad}"),
+            other => panic!("expected an input error on run_at for {bad}, got {other:?}"),
+        }
+    }
+    assert!(stage.all().await.is_empty(), "nothing was written");
+    for edge in [
+        time("1970-01-01T00:00:00Z"),
+        time("9999-12-31T23:59:59.999Z"),
+    ] {
+        let id = stage.enqueue(job("q", "k").with_run_at(edge)).await;
+        assert_eq!(stage.get(id).await.run_at, edge);
+    }
+}

@@ -9,6 +9,7 @@ pub mod enqueue;
 pub mod fail;
 pub mod group;
 pub mod lease;
+pub mod policy;
 pub mod prune;
 pub mod queue;
 pub mod read;

@@ -317,5 +317,14 @@ mod delegate {
         ) -> Result<Vec<String>, StoreError> {
             self.store.dependency_sweep(p).await
         }
+        async fn policy_list(&self) -> Result<Vec<PolicyRecord>, StoreError> {
+            self.store.policy_list().await
+        }
+        async fn policy_set(&self, p: PolicySetParams) -> Result<(), StoreError> {
+            self.store.policy_set(p).await
+        }
+        async fn policy_delete(&self, p: PolicyDeleteParams) -> Result<bool, StoreError> {
+            self.store.policy_delete(p).await
+        }
     }
 }

@@ -366,6 +366,15 @@ impl Store for Observed {
     async fn dependency_sweep(&self, p: DependencySweepParams) -> Result<Vec<String>, StoreError> {
         self.inner.dependency_sweep(p).await
     }
+    async fn policy_list(&self) -> Result<Vec<PolicyRecord>, StoreError> {
+        self.inner.policy_list().await
+    }
+    async fn policy_set(&self, p: PolicySetParams) -> Result<(), StoreError> {
+        self.inner.policy_set(p).await
+    }
+    async fn policy_delete(&self, p: PolicyDeleteParams) -> Result<bool, StoreError> {
+        self.inner.policy_delete(p).await
+    }
 }
 
 /// The environment variable that tells a re-executed test binary which database its

@@ -1,0 +1,4 @@
+-- Every stored retry policy: the default first, then queues by name, then kinds by name
+-- (byte order, as SQLite sorts, whatever the database's collation).
+SELECT scope, name, policy, updated_at FROM {schema}.policies
+ORDER BY CASE scope WHEN 'default' THEN 0 WHEN 'queue' THEN 1 ELSE 2 END, name COLLATE "C"

@@ -1,0 +1,206 @@
+//! Decoding rows into domain types. A value this version cannot read is
+//! [`StoreError::Corrupt`], naming the row and the column; listings skip such a row
+//! with an error log ([`listed`], [`decodable_job`]) instead of failing the page.
+//!
+//! Timestamps are INTEGER milliseconds since the Unix epoch; JSON columns are TEXT.
+
+use std::str::FromStr;
+
+use chrono::DateTime;
+use revenant_core::dependency::{DependencyRecord, WaitReason};
+use revenant_core::store::{FingerprintGroup, PolicyRecord, PolicyScope, RedriveRecord};
+use revenant_core::{
+    fingerprint, DeadReason, ErrorEntry, Job, JobState, LeaseToken, StoreError, Timestamp,
+};
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, Sqlite};
+
+use crate::error::classify;
+
+/// Reads a job selected with `SELECT *`. A value this version cannot read is
+/// [`StoreError::Corrupt`] naming the job and the column.
+pub(crate) fn job_from_row(row: &SqliteRow) -> Result<Job, StoreError> {
+    let id: i64 = get(row, "id")?;
+    job_fields(row, id).map_err(|err| match err {
+        StoreError::Corrupt(message) => StoreError::Corrupt(format!("job {id}: {message}")),
+        other => other,
+    })
+}
+
+/// The job a listed row holds, or `None` (logged with its id) when it cannot be
+/// decoded: one bad row must not hide every other job from a listing.
+/// Errors other than [`StoreError::Corrupt`] (a lost connection, a column missing) are
+/// not the row's fault and still fail the call.
+pub(crate) fn decodable_job(row: &SqliteRow) -> Result<Option<Job>, StoreError> {
+    match job_from_row(row) {
+        Ok(job) => Ok(Some(job)),
+        Err(err @ StoreError::Corrupt(_)) => {
+            let job_id = get::<i64>(row, "id").ok();
+            tracing::error!(job_id, error = %err, "skipping a row that cannot be decoded");
+            Ok(None)
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// Decodes the rows of a listing (`table` names them in the log), skipping a row that
+/// holds a value this version cannot read ([`StoreError::Corrupt`], which names the
+/// row) with an error log instead of failing the whole listing.
+pub(crate) fn listed<T>(
+    table: &'static str,
+    rows: &[SqliteRow],
+    decode: impl Fn(&SqliteRow) -> Result<T, StoreError>,
+) -> Result<Vec<T>, StoreError> {
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        match decode(row) {
+            Ok(item) => out.push(item),
+            Err(err @ StoreError::Corrupt(_)) => {
+                tracing::error!(table, error = %err, "skipping a row that cannot be decoded");
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(out)
+}
+
+pub(crate) fn job_fields(row: &SqliteRow, id: i64) -> Result<Job, StoreError> {
+    let status: String = get(row, "status")?;
+    let status = JobState::from_str(&status)
+        .map_err(|_| StoreError::Corrupt(format!("status = {status:?} is not a job state")))?;
+    let dead_reason = get::<Option<String>>(row, "dead_reason")?
+        .map(|reason| {
+            DeadReason::from_str(&reason).map_err(|_| {
+                StoreError::Corrupt(format!("dead_reason = {reason:?} is not a dead reason"))
+            })
+        })
+        .transpose()?;
+    let payload: String = get(row, "payload")?;
+    let payload = serde_json::from_str(&payload)
+        .map_err(|err| StoreError::Corrupt(format!("payload is not JSON: {err}")))?;
+    let errors = parse_errors(&get::<String>(row, "errors")?)?;
+    Ok(Job {
+        id,
+        queue: get(row, "queue")?,
+        kind: get(row, "kind")?,
+        payload,
+        status,
+        priority: get(row, "priority")?,
+        attempts: get(row, "attempts")?,
+        max_attempts: get(row, "max_attempts")?,
+        run_at: timestamp(get(row, "run_at")?, "run_at")?,
+        created_at: timestamp(get(row, "created_at")?, "created_at")?,
+        attempted_at: get_time(row, "attempted_at")?,
+        finished_at: get_time(row, "finished_at")?,
+        lease_token: get::<Option<i64>>(row, "lease_token")?.map(LeaseToken),
+        lease_expires_at: get_time(row, "lease_expires_at")?,
+        worker: get(row, "worker")?,
+        group_key: get(row, "group_key")?,
+        unique_key: get(row, "unique_key")?,
+        correlation_id: get(row, "correlation_id")?,
+        dead_reason,
+        last_error: errors.last().cloned(),
+        errors,
+        redrives: get(row, "redrives")?,
+        fingerprint: get(row, "fingerprint")?,
+        dependency: get(row, "dependency")?,
+        dependency_wait: get::<Option<String>>(row, "dependency_wait")?
+            .map(|text| {
+                WaitReason::parse(&text).ok_or_else(|| {
+                    StoreError::Corrupt(format!("dependency_wait = {text:?} is not a reason"))
+                })
+            })
+            .transpose()?,
+    })
+}
+
+pub(crate) fn redrive_from_row(row: &SqliteRow) -> Result<RedriveRecord, StoreError> {
+    let filter: String = get(row, "filter")?;
+    Ok(RedriveRecord {
+        id: get(row, "id")?,
+        at: timestamp(get(row, "at")?, "at")?,
+        updated_at: timestamp(get(row, "updated_at")?, "updated_at")?,
+        filter: serde_json::from_str(&filter)
+            .map_err(|err| StoreError::Corrupt(format!("redrives.filter: {err}")))?,
+        spacing_ms: get(row, "spacing_ms")?,
+        count: get(row, "count")?,
+        first_job_id: get(row, "first_job_id")?,
+        last_job_id: get(row, "last_job_id")?,
+        actor: get(row, "actor")?,
+        note: get(row, "note")?,
+    })
+}
+
+/// Reads a stored retry policy. A scope this version does not know, JSON that does not
+/// decode and a policy its builder would refuse are all [`StoreError::Corrupt`].
+pub(crate) fn policy_from_row(
+    row: &SqliteRow,
+    scope: &str,
+    name: &str,
+) -> Result<PolicyRecord, StoreError> {
+    let parsed = PolicyScope::from_parts(scope, name).ok_or_else(|| {
+        StoreError::Corrupt(format!("policies.scope {scope:?} with name {name:?}"))
+    })?;
+    let json: String = get(row, "policy")?;
+    let policy: revenant_core::RetryPolicy = serde_json::from_str(&json).map_err(|err| {
+        StoreError::Corrupt(format!("policies.policy of {scope} {name:?}: {err}"))
+    })?;
+    policy.to_builder().build().map_err(|err| {
+        StoreError::Corrupt(format!("policies.policy of {scope} {name:?}: {err}"))
+    })?;
+    Ok(PolicyRecord {
+        scope: parsed,
+        policy,
+        updated_at: timestamp(get(row, "updated_at")?, "updated_at")?,
+    })
+}
+
+pub(crate) fn group_from_row(row: &SqliteRow) -> Result<FingerprintGroup, StoreError> {
+    let list = |column: &str| -> Result<Vec<String>, StoreError> {
+        let json: String = get(row, column)?;
+        let mut items: Vec<String> = serde_json::from_str(&json)
+            .map_err(|err| StoreError::Corrupt(format!("{column} is not a list: {err}")))?;
+        items.sort();
+        Ok(items)
+    };
+    let example_message: String = get(row, "example_message")?;
+    Ok(FingerprintGroup {
+        fingerprint: get(row, "fingerprint")?,
+        count: get(row, "count")?,
+        first_seen: timestamp(get(row, "first_seen")?, "first_seen")?,
+        last_seen: timestamp(get(row, "last_seen")?, "last_seen")?,
+        kinds: list("kinds")?,
+        queues: list("queues")?,
+        example_id: get(row, "example_id")?,
+        pattern: fingerprint::normalize(&example_message),
+        example_message,
+    })
+}
+
+pub(crate) fn parse_record(key: &str, json: &str) -> Result<DependencyRecord, StoreError> {
+    serde_json::from_str(json)
+        .map_err(|err| StoreError::Corrupt(format!("dependencies.record of {key:?}: {err}")))
+}
+
+pub(crate) fn parse_errors(json: &str) -> Result<Vec<ErrorEntry>, StoreError> {
+    serde_json::from_str(json)
+        .map_err(|err| StoreError::Corrupt(format!("errors is not an error history: {err}")))
+}
+
+pub(crate) fn get<'r, T>(row: &'r SqliteRow, column: &str) -> Result<T, StoreError>
+where
+    T: sqlx::Decode<'r, Sqlite> + sqlx::Type<Sqlite>,
+{
+    row.try_get(column).map_err(classify)
+}
+
+pub(crate) fn get_time(row: &SqliteRow, column: &str) -> Result<Option<Timestamp>, StoreError> {
+    get::<Option<i64>>(row, column)?
+        .map(|ms| timestamp(ms, column))
+        .transpose()
+}
+
+pub(crate) fn timestamp(ms: i64, column: &str) -> Result<Timestamp, StoreError> {
+    DateTime::from_timestamp_millis(ms)
+        .ok_or_else(|| StoreError::Corrupt(format!("{column} = {ms} is not a timestamp")))
+}
