@@ -29,7 +29,7 @@ use crate::state::{AppState, ServerConfig};
 /// One route of the API.
 #[derive(Clone, Copy)]
 pub struct Route {
-    /// `GET` or `POST`.
+    /// The method.
     pub method: Verb,
     /// The path, in the router's and OpenAPI's syntax (`/v1/jobs/{id}`).
     pub path: &'static str,
@@ -49,8 +49,12 @@ impl std::fmt::Debug for Route {
 pub enum Verb {
     /// Reads.
     Get,
-    /// Everything that changes something.
+    /// Changes: enqueue, settle, redrive, pause, ...
     Post,
+    /// Replaces a resource whole (a stored policy).
+    Put,
+    /// Removes a resource (a stored policy).
+    Delete,
 }
 
 impl Verb {
@@ -59,6 +63,8 @@ impl Verb {
         match self {
             Verb::Get => "get",
             Verb::Post => "post",
+            Verb::Put => "put",
+            Verb::Delete => "delete",
         }
     }
 
@@ -67,6 +73,8 @@ impl Verb {
         match self {
             Verb::Get => Method::GET,
             Verb::Post => Method::POST,
+            Verb::Put => Method::PUT,
+            Verb::Delete => Method::DELETE,
         }
     }
 }
@@ -157,9 +165,9 @@ pub static ROUTES: &[Route] = &[
 pub fn router(store: Arc<dyn revenant::Store>, config: ServerConfig) -> Router {
     let tokens = Arc::new(config.tokens);
     let state = AppState {
-        store,
+        client: revenant::Client::new(store),
         alerts: config.alerts.map(Arc::new),
-        policy: Arc::new(config.policy),
+        counters: Arc::new(crate::counters::Counters::default()),
     };
     let mut paths: Vec<(&'static str, MethodRouter<AppState>)> = Vec::new();
     for entry in ROUTES {
