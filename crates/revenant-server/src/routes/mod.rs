@@ -11,6 +11,7 @@ mod dependencies;
 mod health;
 mod jobs;
 mod ops;
+mod policies;
 mod queues;
 mod work;
 
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{header, Method};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, MethodRouter};
+use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::Router;
 
 use crate::auth::{require_scope, RequireScope, Scope};
@@ -94,7 +95,7 @@ const fn route(
 }
 
 use Scope::{Admin, Metrics, Produce, Work};
-use Verb::{Get, Post};
+use Verb::{Delete, Get, Post, Put};
 
 /// Every route of the API, in the order `docs/api.md` lists them.
 pub static ROUTES: &[Route] = &[
@@ -153,6 +154,13 @@ pub static ROUTES: &[Route] = &[
     }),
     route(Post, "/v1/dependencies/{key}/auto", Some(Admin), || {
         post(dependencies::auto)
+    }),
+    route(Get, "/v1/policies", Some(Admin), || get(policies::list)),
+    route(Put, "/v1/policies/{scope}", Some(Admin), || {
+        put(policies::set)
+    }),
+    route(Delete, "/v1/policies/{scope}", Some(Admin), || {
+        delete(policies::remove)
     }),
     route(Get, "/v1/workers", Some(Admin), || get(ops::workers)),
     route(Get, "/v1/alerts", Some(Admin), || get(ops::alerts)),
