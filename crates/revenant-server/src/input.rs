@@ -1,5 +1,6 @@
-//! Reading and checking the values requests carry: durations, redrive rates, list
-//! limits, fingerprints. Each error names the field.
+//! Reading and checking the values requests carry: durations, times, list limits,
+//! fingerprints. Each error names the field. (A redrive's rate is a `revenant::Rate`,
+//! checked as serde reads it.)
 
 use std::time::Duration;
 
@@ -79,82 +80,6 @@ pub fn duration_in(
         ));
     }
     Ok(value)
-}
-
-/// A redrive rate: `"20/s"`, `"600/m"`, `"3600/h"`, `"5"` (per second) or a number
-/// (per second). Returns jobs per second, from 1/h to 100,000/s.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum Rate {
-    /// `20/s`, `600/m`, ...
-    Text(String),
-    /// Per second.
-    Number(f64),
-    /// Anything else: refused by [`Rate::per_sec`].
-    Other(serde_json::Value),
-}
-
-impl Rate {
-    /// Jobs per second, checked.
-    pub fn per_sec(&self) -> Result<f64, ApiError> {
-        let per_sec = match self {
-            Rate::Number(n) => *n,
-            Rate::Text(text) => parse_rate(text)?,
-            Rate::Other(value) => {
-                return Err(ApiError::field(
-                    "rate",
-                    format!("{value} is not a rate; write e.g. \"20/s\" or a number per second"),
-                ))
-            }
-        };
-        if !per_sec.is_finite() || per_sec <= 0.0 {
-            return Err(ApiError::field("rate", "must be above zero"));
-        }
-        if per_sec < 1.0 / 3600.0 {
-            return Err(ApiError::field(
-                "rate",
-                "is below 1/h; a slower redrive is better done in several",
-            ));
-        }
-        if per_sec > 100_000.0 {
-            return Err(ApiError::field(
-                "rate",
-                "is above 100000/s; leave rate out to redrive at once",
-            ));
-        }
-        Ok(per_sec)
-    }
-}
-
-fn parse_rate(text: &str) -> Result<f64, ApiError> {
-    let not_a_rate = || {
-        ApiError::field(
-            "rate",
-            format!(
-                "{text:?} is not a rate; write e.g. \"20/s\", \"600/m\", \"3600/h\" (no spaces)"
-            ),
-        )
-    };
-    let (number, per) = text.split_once('/').unwrap_or((text, "s"));
-    let seconds = match per {
-        "s" | "sec" => 1.0,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        other => {
-            return Err(ApiError::field(
-                "rate",
-                format!("unknown unit {other:?}; write e.g. 20/s, 600/m or 3600/h"),
-            ))
-        }
-    };
-    // Digits with an optional fraction (`2`, `2.5`): the document's pattern, exactly.
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, "0"));
-    let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
-    if !digits(whole) || !digits(fraction) {
-        return Err(not_a_rate());
-    }
-    let count: f64 = number.parse().map_err(|_| not_a_rate())?;
-    Ok(count / seconds)
 }
 
 /// A list limit: `default` when absent, else within 1..=`max`.
@@ -295,41 +220,6 @@ mod tests {
         ] {
             assert!(d(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn rates_read_every_form_and_refuse_nonsense() {
-        let rate = |text: &str| Rate::Text(text.into()).per_sec();
-        assert_eq!(rate("20/s").unwrap(), 20.0);
-        assert_eq!(rate("600/m").unwrap(), 10.0);
-        assert_eq!(rate("7200/h").unwrap(), 2.0);
-        assert_eq!(rate("5").unwrap(), 5.0);
-        assert_eq!(Rate::Number(2.5).per_sec().unwrap(), 2.5);
-        for bad in [
-            "0/s",
-            "-1/s",
-            "x/s",
-            "20/fortnight",
-            "1e9/s",
-            "NaN",
-            "inf",
-            "",
-            " 5/s",
-            "1./s",
-            ".5/s",
-            "1.2.3/s",
-        ] {
-            assert_eq!(
-                rate(bad).unwrap_err().field.as_deref(),
-                Some("rate"),
-                "{bad}"
-            );
-        }
-        assert!(Rate::Number(0.0).per_sec().is_err());
-        assert!(Rate::Number(7.6e-301).per_sec().is_err());
-        assert!(rate("1/h").is_ok());
-        assert!(rate("0.5/h").is_err());
-        assert!(Rate::Number(1e6).per_sec().is_err());
     }
 
     #[test]

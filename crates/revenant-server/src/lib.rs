@@ -34,6 +34,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod counters;
 pub mod dashboard;
 pub mod error;
 pub mod extract;

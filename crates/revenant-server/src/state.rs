@@ -1,15 +1,21 @@
-//! What every handler shares. The server keeps no state of its own between requests:
-//! everything lives in the store, so several servers can run against one PostgreSQL.
+//! What every handler shares. The server keeps no state of its own between requests
+//! beyond its own counters: everything else lives in the store, so several servers can
+//! run against one PostgreSQL.
 
 use std::sync::Arc;
 
 use revenant::alert::AlertConfig;
-use revenant::{RetryPolicy, Store};
+use revenant::{Client, Store};
 
 use crate::auth::Tokens;
 use crate::config::DEFAULT_MAX_BODY;
+use crate::counters::Counters;
 
 /// How the server is set up. Build one with [`ServerConfig::default`] and the fields.
+///
+/// There is no retry policy here: a job's attempt budget and backoff come from the
+/// policies stored in the database for its queue and kind (`PUT /v1/policies/{scope}`,
+/// `revenant policy set`), so the server, the CLI and the workers resolve the same one.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     /// The tokens accepted. Empty: every route is open (loopback only: see
@@ -19,10 +25,6 @@ pub struct ServerConfig {
     pub alerts: Option<AlertConfig>,
     /// The largest request body accepted, in bytes. Default 4 MiB.
     pub max_body: usize,
-    /// The backoff for transient failures reported by remote workers, and the attempt
-    /// budget of jobs enqueued without `max_attempts`. Default: revenant's default
-    /// policy (12 attempts, 10 s doubling to 1 h, equal jitter), as `revenant work`.
-    pub policy: RetryPolicy,
 }
 
 impl Default for ServerConfig {
@@ -31,25 +33,27 @@ impl Default for ServerConfig {
             tokens: Tokens::default(),
             alerts: None,
             max_body: DEFAULT_MAX_BODY,
-            policy: RetryPolicy::default(),
         }
     }
 }
 
-/// The handlers' state: the store and the settings, cheap to clone.
+/// The handlers' state: the client every operation goes through, the alert rules and
+/// the server's own counters. Cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
-    /// The store.
-    pub store: Arc<dyn Store>,
+    /// The one door to the store: enqueue, cancel, settle, redrive, purge, pause,
+    /// breakers, policies.
+    pub client: Client,
     /// The alert rules, if any.
     pub alerts: Option<Arc<AlertConfig>>,
-    /// The retry policy.
-    pub policy: Arc<RetryPolicy>,
+    /// The counters of the attempts remote workers settled here, for `/metrics`.
+    pub counters: Arc<Counters>,
 }
 
 impl AppState {
-    /// The attempt budget of a job enqueued without `max_attempts`.
-    pub fn default_max_attempts(&self) -> i32 {
-        i32::try_from(self.policy.max_attempts()).unwrap_or(i32::MAX)
+    /// The store under the client, for reads the client does not wrap and for the
+    /// calls that are not a user-level workflow (a claim, a heartbeat).
+    pub fn store(&self) -> &Arc<dyn Store> {
+        self.client.store()
     }
 }

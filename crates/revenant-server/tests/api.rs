@@ -10,7 +10,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use revenant::dependency::{DependencyPolicy, RateLimit};
 use revenant::store::{DependencyAcquireParams, LeaseRef, Permit, PermitRequest};
-use revenant::LeaseToken;
+use revenant::{Jitter, LeaseToken, PolicyScope, RetryPolicy};
 use revenant_server::{Scope, ServerConfig, Token, Tokens};
 use serde_json::{json, Value};
 use support::{eventually, ids, Backend, TestServer};
@@ -36,6 +36,13 @@ on_both_backends!(
     dependencies_are_listed_held_open_closed_and_released,
     closing_a_breaker_releases_its_parked_jobs,
     dependency_routes_need_the_admin_scope,
+    a_remote_workers_dead_letter_is_counted_and_logged_with_its_job_id,
+    a_paced_redrive_with_a_rate_out_of_range_is_refused_and_changes_nothing,
+    policy_routes_refuse_bad_scopes_and_policies_that_cannot_work,
+    // These two store policies: they pass once the backends implement policy_set
+    // (the store branch); until then the default store answers Unsupported.
+    a_stored_policy_sets_the_budget_and_backoff_of_remote_workers_jobs,
+    policies_are_stored_listed_and_removed_over_http,
 );
 
 async fn server(backend: Backend) -> Option<TestServer> {
@@ -1321,5 +1328,284 @@ async fn dependency_routes_need_the_admin_scope(backend: Backend) {
         text.contains("revenant_dependency_breaker_state{dependency=\"email-provider\"} 2"),
         "{text}"
     );
+    s.finish().await;
+}
+
+/// Everything logged in this test binary, from the first call on: the servers run in
+/// this process, so their events land here.
+fn captured_log() -> &'static std::sync::Mutex<Vec<u8>> {
+    use std::sync::{Mutex, OnceLock};
+    static LOG: OnceLock<&'static Mutex<Vec<u8>>> = OnceLock::new();
+    LOG.get_or_init(|| {
+        let log: &'static Mutex<Vec<u8>> = Box::leak(Box::new(Mutex::new(Vec::new())));
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || LogWriter(log))
+            .finish();
+        // Another test may have set it first; then this one records nothing and the
+        // assertion on the log says so.
+        let _ = tracing::subscriber::set_global_default(subscriber);
+        log
+    })
+}
+
+struct LogWriter(&'static std::sync::Mutex<Vec<u8>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+async fn a_remote_workers_dead_letter_is_counted_and_logged_with_its_job_id(backend: Backend) {
+    let log = captured_log();
+    let Some(s) = server(backend).await else {
+        return;
+    };
+    // A queue of this test's own: the log is shared by every test in the binary.
+    let queue = format!("dlq-counted-{backend:?}").to_lowercase();
+    let id = kill(&s, &queue, &["HTTP 400: bad address".to_string()]).await[0];
+    let text = metrics(&s).await;
+    let counter = format!(
+        "revenant_dead_letters_total{{queue=\"{queue}\",kind=\"send\",reason=\"permanent\"}} 1"
+    );
+    assert!(text.contains(&counter), "no {counter} in\n{text}");
+    assert!(
+        text.contains(&format!(
+            "revenant_job_attempts_total{{queue=\"{queue}\",kind=\"send\",outcome=\"dead\",class=\"permanent\"}} 1"
+        )),
+        "{text}"
+    );
+    // The queue gauges are still there, each family once.
+    assert!(
+        text.contains(&format!("revenant_queue_dead_jobs{{queue=\"{queue}\"}} 1")),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("# TYPE revenant_dead_letters_total").count(),
+        1,
+        "{text}"
+    );
+
+    let logged = String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
+    let line = logged
+        .lines()
+        .find(|line| line.contains("job dead-lettered") && line.contains(&format!("queue={queue}")))
+        .unwrap_or_else(|| panic!("no dead-letter event for {queue} in the log:\n{logged}"));
+    assert!(line.contains("ERROR"), "{line}");
+    assert!(line.contains(&format!("job_id={id}")), "{line}");
+    assert!(line.contains("dead_reason=permanent"), "{line}");
+    s.finish().await;
+}
+
+async fn a_paced_redrive_with_a_rate_out_of_range_is_refused_and_changes_nothing(backend: Backend) {
+    let Some(s) = server(backend).await else {
+        return;
+    };
+    let id = kill(&s, "emails", &["HTTP 503".to_string()]).await[0];
+    for rate in [
+        json!(1e-15),
+        json!("1e-15/s"),
+        json!(0),
+        json!("fast"),
+        json!(1e6),
+        json!([]),
+    ] {
+        for dry_run in [false, true] {
+            let error = s
+                .post_err(
+                    "/v1/dead/redrive",
+                    json!({"ids": [id], "rate": rate, "dry_run": dry_run}),
+                    BAD,
+                    "invalid_field",
+                )
+                .await;
+            assert_eq!(error["field"], "rate", "{rate}: {error}");
+        }
+    }
+    assert_eq!(s.get(&format!("/v1/jobs/{id}")).await["state"], "dead");
+    assert_eq!(s.get("/v1/dead/history").await["redrives"], json!([]));
+    // The slowest and the fastest rates are taken.
+    let done = s
+        .post("/v1/dead/redrive", json!({"ids": [id], "rate": "1/h"}), OK)
+        .await;
+    assert_eq!(done["count"], 1);
+    assert_eq!(done["rate_per_sec"], json!(1.0 / 3600.0));
+    s.finish().await;
+}
+
+/// A policy as `PUT /v1/policies/{scope}` takes it.
+fn policy_body(max_attempts: u32, base: &str) -> Value {
+    json!({
+        "max_attempts": max_attempts,
+        "backoff": {"base": base, "multiplier": 2.0, "cap": "1h"},
+        "jitter": {"kind": "none"},
+        "attempt_timeout": "30s",
+        "lease": "60s",
+        "heartbeat": "20s",
+    })
+}
+
+async fn put(s: &TestServer, path: &str, body: Value) -> (StatusCode, Value) {
+    s.call(Method::PUT, path, Some(body)).await
+}
+
+async fn policy_routes_refuse_bad_scopes_and_policies_that_cannot_work(backend: Backend) {
+    let Some(s) = server(backend).await else {
+        return;
+    };
+    let listed = s.get("/v1/policies").await;
+    assert_eq!(listed["stored"], json!([]));
+    assert_eq!(
+        listed["default"],
+        serde_json::to_value(RetryPolicy::default()).unwrap()
+    );
+    for scope in ["emails", "queue:", "team:emails", "Default", "kind:a%20b"] {
+        let (status, answer) =
+            put(&s, &format!("/v1/policies/{scope}"), policy_body(3, "1s")).await;
+        assert_eq!(status, BAD, "{scope}: {answer}");
+        assert_eq!(answer["error"]["field"], "scope", "{scope}: {answer}");
+    }
+    let mut no_heartbeat = policy_body(3, "1s");
+    no_heartbeat.as_object_mut().unwrap().remove("heartbeat");
+    let mut slow = policy_body(3, "1s");
+    slow["attempt_timeout"] = json!("2m");
+    for (body, field) in [
+        (policy_body(0, "1s"), "max_attempts"),
+        (policy_body(1001, "1s"), "max_attempts"),
+        (policy_body(3, "2h"), "backoff"),
+        (policy_body(3, "soon"), "backoff.base"),
+        (slow, "attempt_timeout"),
+        (no_heartbeat, "heartbeat"),
+    ] {
+        let (status, answer) = put(&s, "/v1/policies/queue:emails", body.clone()).await;
+        assert_eq!(status, BAD, "{body}: {answer}");
+        assert_eq!(answer["error"]["code"], "invalid_field", "{answer}");
+        let named = answer["error"]["field"].as_str().unwrap_or_default();
+        assert!(
+            named.starts_with(field),
+            "{body}: field {named}, not {field}"
+        );
+    }
+    let (status, answer) = s.call(Method::DELETE, "/v1/policies/queue:", None).await;
+    assert_eq!(status, BAD, "{answer}");
+    assert_eq!(
+        s.get("/v1/policies").await["stored"],
+        json!([]),
+        "nothing stored"
+    );
+    s.finish().await;
+}
+
+async fn a_stored_policy_sets_the_budget_and_backoff_of_remote_workers_jobs(backend: Backend) {
+    let Some(s) = server(backend).await else {
+        return;
+    };
+    // Stored through the library's client before the server read any policy, as
+    // `revenant policy set` would: the server resolves it at its next enqueue.
+    let policy = RetryPolicy::builder()
+        .max_attempts(2)
+        .backoff(revenant::Backoff {
+            base: Duration::from_secs(1),
+            multiplier: 2.0,
+            cap: Duration::from_secs(60),
+        })
+        .jitter(Jitter::None)
+        .build()
+        .unwrap();
+    revenant::Client::new(s.store.clone())
+        .set_policy(PolicyScope::Kind("flaky".into()), policy)
+        .await
+        .expect("store the policy (needs the store branch's policy_set)");
+    let ids = ids(&s
+        .post(
+            "/v1/jobs",
+            json!({"jobs": [{"queue": "emails", "kind": "flaky"}, {"queue": "emails", "kind": "steady"}]}),
+            CREATED,
+        )
+        .await);
+    assert_eq!(
+        s.get(&format!("/v1/jobs/{}", ids[0])).await["max_attempts"],
+        2
+    );
+    assert_eq!(
+        s.get(&format!("/v1/jobs/{}", ids[1])).await["max_attempts"],
+        12
+    );
+    // The backoff is the stored one: 1 s after the first failure (no jitter), and the
+    // second failure spends the budget of 2.
+    for (attempt, state, retry_in, dead_reason) in [
+        (1, "ready", json!("1s"), Value::Null),
+        (2, "dead", Value::Null, json!("attempts_exhausted")),
+    ] {
+        let job = eventually(
+            Duration::from_secs(10),
+            "the flaky job to be due",
+            || async {
+                claim(&s, "emails", "w", 2)
+                    .await
+                    .into_iter()
+                    .find(|job| job["id"] == ids[0])
+            },
+        )
+        .await;
+        let answer = s
+            .post(
+                &format!("/v1/jobs/{}/fail", ids[0]),
+                json!({"lease_token": token(&job), "class": "transient", "message": "flaky"}),
+                OK,
+            )
+            .await;
+        assert_eq!(answer["state"], state, "attempt {attempt}: {answer}");
+        assert_eq!(answer["retry_in"], retry_in, "attempt {attempt}: {answer}");
+        assert_eq!(
+            answer["dead_reason"], dead_reason,
+            "attempt {attempt}: {answer}"
+        );
+    }
+    s.finish().await;
+}
+
+async fn policies_are_stored_listed_and_removed_over_http(backend: Backend) {
+    let Some(s) = server(backend).await else {
+        return;
+    };
+    let (status, stored) = put(&s, "/v1/policies/queue:emails", policy_body(3, "2s")).await;
+    assert_eq!(status, OK, "{stored}");
+    assert_eq!(stored["scope"], "queue:emails");
+    assert_eq!(stored["policy"]["max_attempts"], 3);
+    let (status, _) = put(&s, "/v1/policies/default", policy_body(5, "1s")).await;
+    assert_eq!(status, OK);
+    let listed = s.get("/v1/policies").await;
+    let scopes: Vec<&str> = listed["stored"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["scope"].as_str().unwrap())
+        .collect();
+    assert_eq!(scopes, ["default", "queue:emails"], "{listed}");
+    assert_eq!(listed["default"]["max_attempts"], 5);
+    // At once in this server: the next enqueue takes the queue's budget.
+    let id = enqueue(&s, "emails", "send", 1).await[0];
+    assert_eq!(s.get(&format!("/v1/jobs/{id}")).await["max_attempts"], 3);
+    let id = enqueue(&s, "other", "send", 1).await[0];
+    assert_eq!(s.get(&format!("/v1/jobs/{id}")).await["max_attempts"], 5);
+
+    let (status, removed) = s
+        .call(Method::DELETE, "/v1/policies/queue:emails", None)
+        .await;
+    assert_eq!(status, OK, "{removed}");
+    assert_eq!(removed, json!({"scope": "queue:emails", "removed": true}));
+    let (status, again) = s
+        .call(Method::DELETE, "/v1/policies/queue:emails", None)
+        .await;
+    assert_eq!(status, NOT_FOUND, "{again}");
+    let id = enqueue(&s, "emails", "send", 1).await[0];
+    assert_eq!(s.get(&format!("/v1/jobs/{id}")).await["max_attempts"], 5);
     s.finish().await;
 }

@@ -298,3 +298,42 @@ fn the_dependency_schema_is_the_cores_dependency_state() {
     wrong["trips"] = Value::Null;
     assert!(conforms(&doc, &schema, &wrong, "Dependency").is_err());
 }
+
+/// The `RetryPolicy` schema is the core's `RetryPolicy` as serde writes it (what
+/// `GET /v1/policies` sends and `PUT /v1/policies/{scope}` reads), with every jitter.
+#[test]
+fn the_retry_policy_schema_is_the_cores_retry_policy() {
+    use revenant::{Jitter, RetryPolicy};
+    let doc = document();
+    let schema = serde_json::json!({"$ref": "#/components/schemas/RetryPolicy"});
+    for jitter in [
+        Jitter::None,
+        Jitter::Full,
+        Jitter::Equal,
+        Jitter::Proportional(0.5),
+        Jitter::Decorrelated,
+    ] {
+        let policy = RetryPolicy::builder().jitter(jitter).build().unwrap();
+        let value = serde_json::to_value(policy).unwrap();
+        conforms(&doc, &schema, &value, "RetryPolicy").unwrap_or_else(|e| panic!("{e}\n{value}"));
+    }
+    let sent = serde_json::to_value(RetryPolicy::default()).unwrap();
+    let sent_keys: BTreeSet<&String> = sent.as_object().unwrap().keys().collect();
+    let listed = &doc["components"]["schemas"]["RetryPolicy"]["properties"];
+    let listed_keys: BTreeSet<&String> = listed.as_object().unwrap().keys().collect();
+    assert_eq!(sent_keys, listed_keys);
+    let list = serde_json::json!({
+        "stored": [{"scope": "queue:emails", "policy": sent, "updated_at": "2026-12-01T08:00:00Z"}],
+        "default": sent,
+    });
+    conforms(
+        &doc,
+        &serde_json::json!({"$ref": "#/components/schemas/PolicyList"}),
+        &list,
+        "PolicyList",
+    )
+    .unwrap();
+    let mut wrong = sent.clone();
+    wrong["backoff"]["extra"] = Value::Bool(true);
+    assert!(conforms(&doc, &schema, &wrong, "RetryPolicy").is_err());
+}

@@ -1,18 +1,14 @@
 //! The dead-letter routes: list, show, fingerprints, the redrive audit, redrive and
-//! purge, with the CLI's rules: a redrive or purge with nothing to narrow it is refused
-//! unless `all` is true, a dry run changes nothing, a paced redrive spreads the jobs'
-//! `run_at` so workers take them no faster than the rate.
-
-use std::time::Duration;
+//! purge. The rules are the client's (`revenant::Client`), the CLI's too: a redrive or
+//! purge with nothing to narrow it is refused unless `all` is true, a dry run changes
+//! nothing, a paced redrive spreads the jobs' `run_at` so workers take them no faster
+//! than the rate.
 
 use axum::extract::State;
 use axum::http::Extensions;
 use axum::Json;
-use revenant::store::{
-    DeadFingerprintsParams, JobFilter, JobListParams, JobPurgeParams, JobRedriveParams,
-    RedriveHistoryParams, RedriveRecord,
-};
-use revenant::{DeadReason, Job, JobState, Store};
+use revenant::store::{JobFilter, RedriveRecord};
+use revenant::{DeadReason, DeadSelection, JobState, Rate, RedriveRequest};
 use serde::{Deserialize, Serialize};
 
 use crate::auth::Caller;
@@ -21,16 +17,6 @@ use crate::extract::{JobIdPath, JsonBody, QueryParams};
 use crate::input;
 use crate::state::AppState;
 use crate::views::{FingerprintView, JobList, JobView};
-
-/// The most dead jobs a dry run looks at to count (as the CLI's).
-const DRY_RUN_SCAN: u32 = 10_000;
-
-/// A redrive moves this many jobs per store call (one transaction each), so a large
-/// redrive never holds one long transaction (as the CLI's).
-const REDRIVE_CHUNK: u32 = 500;
-
-/// The most ids one redrive or purge names.
-const MAX_IDS: usize = 10_000;
 
 /// `GET /v1/dead`'s query.
 #[derive(Debug, Default, Deserialize)]
@@ -123,13 +109,8 @@ pub async fn fingerprints(
     QueryParams(query): QueryParams<FingerprintsQuery>,
 ) -> Result<Json<FingerprintList>, ApiError> {
     let filter = dead_filter(query.queue, query.kind, None, query.reason.as_deref())?;
-    let groups = state
-        .store
-        .dead_fingerprints(DeadFingerprintsParams {
-            filter,
-            limit: input::limit(query.limit, 50, super::jobs::MAX_LIST)?,
-        })
-        .await?;
+    let limit = input::limit(query.limit, 50, super::jobs::MAX_LIST)?;
+    let groups = state.client.dead_fingerprints(filter, limit).await?;
     Ok(Json(FingerprintList {
         fingerprints: groups.into_iter().map(FingerprintView::from).collect(),
     }))
@@ -153,12 +134,8 @@ pub async fn history(
     State(state): State<AppState>,
     QueryParams(query): QueryParams<HistoryQuery>,
 ) -> Result<Json<RedriveHistory>, ApiError> {
-    let redrives = state
-        .store
-        .redrive_history(RedriveHistoryParams {
-            limit: input::limit(query.limit, 20, super::jobs::MAX_LIST)?,
-        })
-        .await?;
+    let limit = input::limit(query.limit, 20, super::jobs::MAX_LIST)?;
+    let redrives = state.client.redrive_history(limit).await?;
     Ok(Json(RedriveHistory { redrives }))
 }
 
@@ -186,7 +163,7 @@ pub struct DeadBody {
     #[serde(default)]
     dry_run: bool,
     #[serde(default)]
-    rate: Option<input::Rate>,
+    rate: Option<Rate>,
     #[serde(default)]
     actor: Option<String>,
     #[serde(default)]
@@ -194,52 +171,10 @@ pub struct DeadBody {
 }
 
 impl DeadBody {
-    /// The filter (dead jobs only), refusing an unnarrowed one unless `all`.
-    fn filter(&self, verb: &str) -> Result<JobFilter, ApiError> {
-        let narrowed = self.ids.is_some()
-            || self.queue.is_some()
-            || self.kind.is_some()
-            || self.fingerprint.is_some()
-            || self.reason.is_some()
-            || self.error_contains.is_some();
-        if !narrowed && !self.all {
-            return Err(ApiError::field(
-                "all",
-                format!("give ids or a filter (queue, kind, fingerprint, reason, error_contains), or \"all\": true to {verb} every dead job"),
-            ));
-        }
-        if let Some(ids) = &self.ids {
-            if ids.is_empty() {
-                return Err(ApiError::field(
-                    "ids",
-                    "is empty; give at least one id or leave it out",
-                ));
-            }
-            if ids.len() > MAX_IDS {
-                return Err(ApiError::field(
-                    "ids",
-                    format!("has {} ids; the limit is {MAX_IDS}", ids.len()),
-                ));
-            }
-            if let Some(bad) = ids.iter().find(|id| **id < 1) {
-                return Err(ApiError::field(
-                    "ids",
-                    format!("{bad} is not a job id (a positive whole number)"),
-                ));
-            }
-        }
-        if let Some(text) = &self.error_contains {
-            if text.is_empty() {
-                return Err(ApiError::field(
-                    "error_contains",
-                    "is empty; leave it out to match every error",
-                ));
-            }
-            input::text("error_contains", Some(text), false)?;
-        }
-        if self.limit == Some(0) {
-            return Err(ApiError::field("limit", "must be at least 1"));
-        }
+    /// The selection; the client refuses an unnarrowed one unless `all`, and empty
+    /// or bad ids, an empty `error_contains` and a zero limit, naming the field.
+    fn selection(&self) -> Result<DeadSelection, ApiError> {
+        input::text("error_contains", self.error_contains.as_deref(), false)?;
         let mut filter = dead_filter(
             self.queue.clone(),
             self.kind.clone(),
@@ -248,7 +183,11 @@ impl DeadBody {
         )?;
         filter.ids = self.ids.clone();
         filter.error_contains = self.error_contains.clone();
-        Ok(filter)
+        Ok(DeadSelection {
+            filter,
+            all: self.all,
+            limit: self.limit,
+        })
     }
 }
 
@@ -263,86 +202,50 @@ pub struct RedriveResult {
 }
 
 /// `POST /v1/dead/redrive`: dead → ready with a fresh attempt budget, history kept,
-/// in chunks of 500 under one audit record. With `rate`, the i-th job's `run_at` is
-/// `start + i / rate`. Jobs that die again while it runs are not taken twice: only
-/// jobs dead before it started are selected.
+/// through the client's redrive: in chunks under one audit record, the i-th job's
+/// `run_at` at `start + i / rate` with a `rate`, and only jobs dead before it started
+/// taken, so a job that dies again while it runs is not taken twice.
 pub async fn redrive(
     State(state): State<AppState>,
     extensions: Extensions,
     JsonBody(body): JsonBody<DeadBody>,
 ) -> Result<Json<RedriveResult>, ApiError> {
-    let mut filter = body.filter("redrive")?;
-    let rate = body.rate.as_ref().map(input::Rate::per_sec).transpose()?;
     input::text("actor", body.actor.as_deref(), true)?;
     input::text("note", body.note.as_deref(), true)?;
-    let limit = body.limit;
+    let selection = body.selection()?;
+    let rate_per_sec = body.rate.map(Rate::per_second);
     if body.dry_run {
-        let (sample, at_least) = scan(&*state.store, &filter, limit).await?;
+        selection.check("redrive")?;
+        let preview = state.client.preview(&selection).await?;
         return Ok(Json(RedriveResult {
-            count: sample.len(),
-            ids: sample.iter().map(|job| job.id).collect(),
+            count: preview.jobs.len(),
+            ids: preview.jobs.iter().map(|job| job.id).collect(),
             dry_run: true,
-            at_least,
-            rate_per_sec: rate,
+            at_least: preview.at_least,
+            rate_per_sec,
         }));
     }
-    // per_sec is at least 1/h (Rate::per_sec), so the gap is at most an hour.
-    let spacing = rate.map_or(Duration::ZERO, |per_sec| {
-        Duration::try_from_secs_f64(1.0 / per_sec).unwrap_or(Duration::from_secs(3600))
-    });
-    let started = state.store.now().await?;
-    let bound = started + chrono::Duration::milliseconds(1);
-    filter.finished_before = Some(bound);
     // The audit's actor: as given, else the token's name, else "http" (no tokens).
     let caller = extensions.get::<Caller>().and_then(|c| c.0.clone());
     let actor = body.actor.or(caller).or_else(|| Some("http".into()));
-    let audit_key = format!(
-        "http-{}-{:016x}",
-        started.timestamp_millis(),
-        rand::random::<u64>()
-    );
-    let mut ids: Vec<i64> = Vec::new();
-    loop {
-        let want = match limit {
-            Some(limit) => REDRIVE_CHUNK.min(limit.saturating_sub(ids.len() as u32)),
-            None => REDRIVE_CHUNK,
-        };
-        if want == 0 {
-            break;
-        }
-        let offset = spacing.saturating_mul(ids.len() as u32);
-        let start_at = started + chrono::Duration::from_std(offset).unwrap_or_default();
-        let chunk = state
-            .store
-            .job_redrive(JobRedriveParams {
-                filter: filter.clone(),
-                limit: Some(want),
-                spacing,
-                start_at: Some(start_at),
-                actor: actor.clone(),
-                note: body.note.clone(),
-                audit_key: Some(audit_key.clone()),
-                now: None,
-            })
-            .await?;
-        let moved = chunk.len();
-        ids.extend(chunk);
-        if moved < want as usize {
-            break;
-        }
-    }
-    tracing::info!(
-        count = ids.len(),
-        actor = actor.as_deref().unwrap_or(""),
-        rate_per_sec = rate,
-        "redrive"
-    );
+    let report = state
+        .client
+        .redrive(
+            RedriveRequest {
+                selection,
+                rate: body.rate,
+                actor,
+                note: body.note,
+            },
+            |_| {},
+        )
+        .await?;
     Ok(Json(RedriveResult {
-        count: ids.len(),
-        ids,
+        count: report.ids.len(),
+        ids: report.ids,
         dry_run: false,
         at_least: false,
-        rate_per_sec: rate,
+        rate_per_sec,
     }))
 }
 
@@ -373,47 +276,22 @@ pub async fn purge(
             ));
         }
     }
-    let filter = body.filter("purge")?;
+    let selection = body.selection()?;
     if body.dry_run {
-        let (sample, at_least) = scan(&*state.store, &filter, body.limit).await?;
+        selection.check("purge")?;
+        let preview = state.client.preview(&selection).await?;
         return Ok(Json(PurgeResult {
-            count: sample.len() as u64,
+            count: preview.jobs.len() as u64,
             dry_run: true,
-            at_least,
-            ids: Some(sample.iter().map(|job| job.id).collect()),
+            at_least: preview.at_least,
+            ids: Some(preview.jobs.iter().map(|job| job.id).collect()),
         }));
     }
-    let count = state
-        .store
-        .job_purge(JobPurgeParams {
-            filter,
-            limit: body.limit,
-        })
-        .await?;
-    tracing::info!(count, "purge");
+    let count = state.client.purge(&selection).await?;
     Ok(Json(PurgeResult {
         count,
         dry_run: false,
         at_least: false,
         ids: None,
     }))
-}
-
-/// The dead jobs a filter matches, up to `limit` or the scan limit; `true` when the
-/// scan limit cut the count.
-async fn scan(
-    store: &dyn Store,
-    filter: &JobFilter,
-    limit: Option<u32>,
-) -> Result<(Vec<Job>, bool), ApiError> {
-    let cap = limit.unwrap_or(DRY_RUN_SCAN).min(DRY_RUN_SCAN);
-    let jobs = store
-        .job_list(JobListParams {
-            filter: filter.clone(),
-            before_id: None,
-            limit: cap,
-        })
-        .await?;
-    let at_least = jobs.len() as u32 == cap && limit.is_none_or(|l| l > cap);
-    Ok((jobs, at_least))
 }

@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::Extensions;
 use axum::Json;
 use revenant::dependency::{BreakerAction, DependencyState};
-use revenant::store::{DependencyListParams, DependencySetParams};
+use revenant::store::DependencyListParams;
 use serde::Serialize;
 
 use crate::auth::Caller;
@@ -25,7 +25,7 @@ pub struct DependencyList {
 /// `revenant breaker list --json`.
 pub async fn list(State(state): State<AppState>) -> Result<Json<DependencyList>, ApiError> {
     let dependencies = state
-        .store
+        .store()
         .dependency_list(DependencyListParams::default())
         .await?;
     Ok(Json(DependencyList { dependencies }))
@@ -49,7 +49,7 @@ pub async fn show(
 
 async fn find(state: &AppState, key: &str) -> Result<Option<DependencyState>, ApiError> {
     Ok(state
-        .store
+        .store()
         .dependency_list(DependencyListParams {
             dependency: Some(key.to_string()),
             now: None,
@@ -104,14 +104,7 @@ async fn set(
         BreakerAction::Close => find(state, &key).await?.map_or(0, |d| d.waiting.breaker),
         BreakerAction::Open | BreakerAction::Auto => 0,
     };
-    let after = state
-        .store
-        .dependency_set(DependencySetParams {
-            dependency: key.clone(),
-            action,
-            now: None,
-        })
-        .await?;
+    let after = state.client.breaker(&key, action).await?;
     let actor = extensions
         .get::<Caller>()
         .and_then(|c| c.0.clone())

@@ -21,14 +21,14 @@ pub async fn healthz() -> Json<serde_json::Value> {
 /// Readiness: the store answers (one `now()` query). 503 `store_unavailable` when not,
 /// so a load balancer sends traffic elsewhere.
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
-    state.store.now().await.map_err(|err| {
+    state.store().now().await.map_err(|err| {
         ApiError::new(
             ErrorCode::StoreUnavailable,
             format!("the store does not answer: {err}"),
         )
     })?;
     Ok(Json(
-        json!({ "status": "ready", "backend": state.store.backend() }),
+        json!({ "status": "ready", "backend": state.store().backend() }),
     ))
 }
 
@@ -47,13 +47,18 @@ const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// The queue gauges (`revenant_queue_*`: depth, oldest due age, dead, workers alive,
 /// ...) and the dependency gauges (`revenant_dependency_*`: breaker state, held open,
 /// trips, failure share, rate-limit tokens, retry budget, jobs waiting), read from the
-/// store at each scrape, as `revenant metrics` prints them. Job counters, permit and
-/// answer counters and latency histograms come from the workers' own `/metrics`
-/// (`revenant work --metrics-addr`): this server runs no jobs.
+/// store at each scrape, as `revenant metrics` prints them; then the counters of the
+/// attempts remote workers settled through this server (`revenant_job_attempts_total`,
+/// `revenant_dead_letters_total`), since it started. The attempts of in-process workers,
+/// permit and answer counters and latency histograms come from those workers' own
+/// `/metrics` (`revenant work --metrics-addr`).
 pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let stats = state.store.queue_stats(QueueStatsParams::default()).await?;
+    let stats = state
+        .store()
+        .queue_stats(QueueStatsParams::default())
+        .await?;
     let dependencies = state
-        .store
+        .store()
         .dependency_list(DependencyListParams::default())
         .await?;
     // A recorder of this request's own, never installed: the scrape shows exactly the
@@ -64,9 +69,9 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError
         names::queue_gauges(&stats);
         names::dependency_gauges(&dependencies);
     });
-    Ok((
-        [(header::CONTENT_TYPE, EXPOSITION)],
-        recorder.handle().render(),
-    )
-        .into_response())
+    // The families differ (gauges from the store, counters from the settle step), so
+    // the two texts join into one exposition.
+    let mut text = recorder.handle().render();
+    text.push_str(&state.counters.render());
+    Ok(([(header::CONTENT_TYPE, EXPOSITION)], text).into_response())
 }

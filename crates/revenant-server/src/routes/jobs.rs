@@ -5,10 +5,7 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use revenant::store::{
-    CancelResult, CancelTarget, JobCancelParams, JobEnqueueParams, JobFilter, JobGetParams,
-    JobListParams,
-};
+use revenant::store::{CancelResult, JobFilter};
 use revenant::{Job, JobId, JobState, NewJob, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -165,14 +162,9 @@ pub async fn enqueue(
             ))
         }
     };
-    let results = state
-        .store
-        .job_enqueue(JobEnqueueParams {
-            jobs,
-            default_max_attempts: state.default_max_attempts(),
-            now: None,
-        })
-        .await?;
+    // The client resolves each job's attempt budget from its queue's and kind's stored
+    // policy, and writes the batch in one transaction.
+    let results = state.client.enqueue_many(jobs).await?;
     Ok((
         StatusCode::CREATED,
         Json(EnqueueResponse {
@@ -255,12 +247,8 @@ pub(super) async fn page(
     limit: u32,
 ) -> Result<Json<JobList>, ApiError> {
     let jobs = state
-        .store
-        .job_list(JobListParams {
-            filter,
-            before_id: input::before(before)?,
-            limit,
-        })
+        .client
+        .jobs(filter, input::before(before)?, limit)
         .await?;
     Ok(Json(JobList::page(jobs, limit)))
 }
@@ -268,8 +256,8 @@ pub(super) async fn page(
 /// The job `id`, or a 404 naming it.
 pub(super) async fn find(state: &AppState, id: JobId) -> Result<Job, ApiError> {
     state
-        .store
-        .job_get(JobGetParams { id })
+        .client
+        .job(id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no job with id {id}")))
 }
@@ -298,14 +286,7 @@ pub async fn cancel(
     OptionalJsonBody(body): OptionalJsonBody<CancelBody>,
 ) -> Result<Json<Value>, ApiError> {
     input::text("reason", body.reason.as_deref(), false)?;
-    let result = state
-        .store
-        .job_cancel(JobCancelParams {
-            target: CancelTarget::Id(id),
-            message: body.reason,
-            now: None,
-        })
-        .await?;
+    let result = state.client.cancel(id, body.reason).await?;
     match result {
         CancelResult::Cancelled => Ok(Json(serde_json::json!({ "id": id, "state": "cancelled" }))),
         CancelResult::NotCancellable(state) => Err(ApiError::new(

@@ -11,6 +11,7 @@ mod dependencies;
 mod health;
 mod jobs;
 mod ops;
+mod policies;
 mod queues;
 mod work;
 
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{header, Method};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, MethodRouter};
+use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::Router;
 
 use crate::auth::{require_scope, RequireScope, Scope};
@@ -29,7 +30,7 @@ use crate::state::{AppState, ServerConfig};
 /// One route of the API.
 #[derive(Clone, Copy)]
 pub struct Route {
-    /// `GET` or `POST`.
+    /// The method.
     pub method: Verb,
     /// The path, in the router's and OpenAPI's syntax (`/v1/jobs/{id}`).
     pub path: &'static str,
@@ -49,8 +50,12 @@ impl std::fmt::Debug for Route {
 pub enum Verb {
     /// Reads.
     Get,
-    /// Everything that changes something.
+    /// Changes: enqueue, settle, redrive, pause, ...
     Post,
+    /// Replaces a resource whole (a stored policy).
+    Put,
+    /// Removes a resource (a stored policy).
+    Delete,
 }
 
 impl Verb {
@@ -59,6 +64,8 @@ impl Verb {
         match self {
             Verb::Get => "get",
             Verb::Post => "post",
+            Verb::Put => "put",
+            Verb::Delete => "delete",
         }
     }
 
@@ -67,6 +74,8 @@ impl Verb {
         match self {
             Verb::Get => Method::GET,
             Verb::Post => Method::POST,
+            Verb::Put => Method::PUT,
+            Verb::Delete => Method::DELETE,
         }
     }
 }
@@ -86,7 +95,7 @@ const fn route(
 }
 
 use Scope::{Admin, Metrics, Produce, Work};
-use Verb::{Get, Post};
+use Verb::{Delete, Get, Post, Put};
 
 /// Every route of the API, in the order `docs/api.md` lists them.
 pub static ROUTES: &[Route] = &[
@@ -146,6 +155,13 @@ pub static ROUTES: &[Route] = &[
     route(Post, "/v1/dependencies/{key}/auto", Some(Admin), || {
         post(dependencies::auto)
     }),
+    route(Get, "/v1/policies", Some(Admin), || get(policies::list)),
+    route(Put, "/v1/policies/{scope}", Some(Admin), || {
+        put(policies::set)
+    }),
+    route(Delete, "/v1/policies/{scope}", Some(Admin), || {
+        delete(policies::remove)
+    }),
     route(Get, "/v1/workers", Some(Admin), || get(ops::workers)),
     route(Get, "/v1/alerts", Some(Admin), || get(ops::alerts)),
     route(Get, "/v1/stats", Some(Admin), || get(ops::stats)),
@@ -157,9 +173,9 @@ pub static ROUTES: &[Route] = &[
 pub fn router(store: Arc<dyn revenant::Store>, config: ServerConfig) -> Router {
     let tokens = Arc::new(config.tokens);
     let state = AppState {
-        store,
+        client: revenant::Client::new(store),
         alerts: config.alerts.map(Arc::new),
-        policy: Arc::new(config.policy),
+        counters: Arc::new(crate::counters::Counters::default()),
     };
     let mut paths: Vec<(&'static str, MethodRouter<AppState>)> = Vec::new();
     for entry in ROUTES {

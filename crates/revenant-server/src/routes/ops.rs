@@ -26,9 +26,9 @@ pub struct WorkerList {
 
 /// `GET /v1/workers`: the registry, local workers and remote ones alike.
 pub async fn workers(State(state): State<AppState>) -> Result<Json<WorkerList>, ApiError> {
-    let now = state.store.now().await?;
+    let now = state.store().now().await?;
     let alive_since = now - chrono::Duration::from_std(ALIVE_WITHIN).unwrap_or_default();
-    let workers = state.store.worker_list().await?;
+    let workers = state.store().worker_list().await?;
     Ok(Json(WorkerList {
         workers: workers
             .into_iter()
@@ -110,7 +110,7 @@ pub async fn alerts(State(state): State<AppState>) -> Result<Json<Alerts>, ApiEr
         }));
     };
     let stats = state
-        .store
+        .store()
         .queue_stats(QueueStatsParams {
             worker_alive_within: ALIVE_WITHIN,
             ..QueueStatsParams::default()
@@ -163,7 +163,7 @@ pub async fn stats(
 ) -> Result<Json<Vec<QueueStats>>, ApiError> {
     input::name("queue", query.queue.as_deref())?;
     let stats = state
-        .store
+        .store()
         .queue_stats(QueueStatsParams {
             queue: query.queue,
             worker_alive_within: ALIVE_WITHIN,

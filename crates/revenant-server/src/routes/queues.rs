@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::Json;
-use revenant::store::{QueueHistoryParams, QueueHistoryPoint, QueuePauseParams, QueueStatsParams};
+use revenant::store::{QueueHistoryParams, QueueHistoryPoint, QueueStatsParams};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
@@ -22,7 +22,10 @@ pub struct QueueList {
 /// `GET /v1/queues`: every known queue by name, with depth, oldest due age, dead and
 /// workers alive (seen in the last 30 s), and the rest. Counts of the last minute.
 pub async fn list(State(state): State<AppState>) -> Result<Json<QueueList>, ApiError> {
-    let stats = state.store.queue_stats(QueueStatsParams::default()).await?;
+    let stats = state
+        .store()
+        .queue_stats(QueueStatsParams::default())
+        .await?;
     Ok(Json(QueueList {
         queues: stats.into_iter().map(QueueView::from).collect(),
     }))
@@ -41,14 +44,7 @@ pub async fn pause(
     State(state): State<AppState>,
     QueuePath(queue): QueuePath,
 ) -> Result<Json<QueuePaused>, ApiError> {
-    state
-        .store
-        .queue_pause(QueuePauseParams {
-            queue: queue.clone(),
-            now: None,
-        })
-        .await?;
-    tracing::info!(queue, "queue paused");
+    state.client.pause(&queue).await?;
     Ok(Json(QueuePaused {
         queue,
         paused: true,
@@ -60,14 +56,7 @@ pub async fn resume(
     State(state): State<AppState>,
     QueuePath(queue): QueuePath,
 ) -> Result<Json<QueuePaused>, ApiError> {
-    state
-        .store
-        .queue_resume(QueuePauseParams {
-            queue: queue.clone(),
-            now: None,
-        })
-        .await?;
-    tracing::info!(queue, "queue resumed");
+    state.client.resume(&queue).await?;
     Ok(Json(QueuePaused {
         queue,
         paused: false,
@@ -113,7 +102,7 @@ pub async fn history(
     };
     let step = Duration::from_secs(60);
     let points = state
-        .store
+        .store()
         .queue_history(QueueHistoryParams {
             queue: queue.clone(),
             step,

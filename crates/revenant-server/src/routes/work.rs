@@ -13,15 +13,14 @@ use std::time::{Duration, Instant};
 use axum::extract::{ConnectInfo, State};
 use axum::http::Extensions;
 use axum::Json;
-use revenant::decide::Failure;
+use revenant::settle::Settled;
 use revenant::store::{
-    FailAction, Fenced, JobClaimParams, JobCompleteParams, JobFailParams, JobFailure, JobGetParams,
-    JobHeartbeatParams, JobSnoozeParams, LeaseRef, WorkerHeartbeatParams,
+    Fenced, JobClaimParams, JobHeartbeatParams, LeaseRef, WorkerHeartbeatParams,
 };
-use revenant::{decide, names, JobState, LeaseToken, NewJob, Outcome, Transition};
+use revenant::{names, JobState, LeaseToken, NewJob, Outcome, Transition};
 use serde::{Deserialize, Serialize};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::extract::{JobIdPath, JsonBody};
 use crate::input;
 use crate::state::AppState;
@@ -104,7 +103,7 @@ pub async fn claim(
     let deadline = Instant::now() + wait;
     loop {
         let jobs = state
-            .store
+            .store()
             .job_claim(JobClaimParams {
                 queue: body.queue.clone(),
                 worker: body.worker.clone(),
@@ -128,7 +127,7 @@ pub async fn claim(
         // A wake-up is a hint (another process's enqueue into SQLite sends none), so
         // look again at least every second.
         state
-            .store
+            .store()
             .wait_for_jobs(&body.queue, left.min(Duration::from_secs(1)))
             .await;
     }
@@ -141,10 +140,10 @@ async fn register(
     queue: &str,
     host: String,
 ) -> Result<(), ApiError> {
-    let now = state.store.now().await?;
+    let now = state.store().now().await?;
     let alive_since = now - chrono::Duration::seconds(30);
     let mut queues: Vec<String> = state
-        .store
+        .store()
         .worker_list()
         .await?
         .into_iter()
@@ -158,7 +157,7 @@ async fn register(
         queues.drain(..queues.len() - MAX_REGISTERED_QUEUES);
     }
     state
-        .store
+        .store()
         .worker_heartbeat(WorkerHeartbeatParams {
             worker: worker.to_string(),
             host,
@@ -184,10 +183,31 @@ fn fenced(id: i64, result: Fenced) -> Result<Json<FencedResponse>, ApiError> {
     }
 }
 
-fn lease(id: i64, token: i64) -> LeaseRef {
-    LeaseRef {
-        id,
-        lease_token: LeaseToken(token),
+/// Settles a remote worker's attempt through the client's one settle step (the job's
+/// policy, the fenced write, the log event, the counters) under this server's
+/// counters. Answers the transition written, or 409 `lease_lost` when nothing was.
+async fn settle(
+    state: &AppState,
+    id: i64,
+    token: i64,
+    outcome: Outcome,
+) -> Result<Transition, ApiError> {
+    let report = state
+        .counters
+        .scope(state.client.settle(id, LeaseToken(token), outcome))
+        .await?;
+    match (report.settled, report.transition) {
+        (Settled::Applied, Some(transition)) => Ok(transition),
+        (Settled::LeaseLost, _) => Err(ApiError::lease_lost(id)),
+        (settled, _) => {
+            // A remote worker reports neither a cancel nor a write the step could not
+            // make without an error: the client answers applied or lease lost.
+            tracing::error!(job_id = id, settled = ?settled, "unexpected settle result");
+            Err(ApiError::new(
+                ErrorCode::StoreError,
+                "the store failed to settle the attempt; the server's log has the details",
+            ))
+        }
     }
 }
 
@@ -213,9 +233,12 @@ pub async fn heartbeat(
         MAX_LEASE,
     )?;
     let result = state
-        .store
+        .store()
         .job_heartbeat(JobHeartbeatParams {
-            lease: lease(id, body.lease_token),
+            lease: LeaseRef {
+                id,
+                lease_token: LeaseToken(body.lease_token),
+            },
             lease_for,
             now: None,
         })
@@ -236,14 +259,8 @@ pub async fn complete(
     JobIdPath(id): JobIdPath,
     JsonBody(body): JsonBody<CompleteBody>,
 ) -> Result<Json<FencedResponse>, ApiError> {
-    let results = state
-        .store
-        .job_complete(JobCompleteParams {
-            leases: vec![lease(id, body.lease_token)],
-            now: None,
-        })
-        .await?;
-    fenced(id, results.first().copied().unwrap_or(Fenced::LeaseLost))
+    settle(&state, id, body.lease_token, Outcome::Success).await?;
+    fenced(id, Fenced::Applied)
 }
 
 /// A failure's class, as a remote worker reports it.
@@ -278,7 +295,8 @@ pub struct FailResponse {
 }
 
 /// `POST /v1/jobs/{id}/fail`: records the failure in the job's history and decides
-/// its fate with the library's own `decide()`: a transient failure with attempts left
+/// its fate in the library's one settle step, with the policy stored for the job's
+/// queue and kind: a transient failure with attempts left
 /// goes back to ready after the policy's backoff (or at least `retry_after`, capped
 /// at the backoff's cap); a transient failure on the last attempt, or a permanent one,
 /// makes the job dead.
@@ -310,92 +328,29 @@ pub async fn fail(
             ))
         }
     };
-    // The attempt count and budget decide between retry and dead. A job that is not
-    // running under this token is answered as the fenced update would: lease lost.
-    let job = state
-        .store
-        .job_get(JobGetParams { id })
-        .await?
-        .filter(|job| {
-            job.status == JobState::Running && job.lease_token == Some(LeaseToken(body.lease_token))
-        })
-        .ok_or_else(|| ApiError::lease_lost(id))?;
-    let transition = decide(
-        &outcome,
-        job.attempts,
-        job.max_attempts,
-        &state.policy,
-        &mut rand::rng(),
-    );
-    let (failure, action, response_state, retry_in, dead_reason) = match transition {
-        Transition::Retry { delay, failure } => (
-            failure,
-            FailAction::Retry { delay },
+    let (state, retry_in, dead_reason) = match settle(&state, id, body.lease_token, outcome).await?
+    {
+        Transition::Retry { delay, .. } => (
             JobState::Ready,
             Some(revenant::duration::format(delay)),
             None,
         ),
-        Transition::Dead { reason, failure } => (
-            failure,
-            FailAction::Dead { reason },
-            JobState::Dead,
-            None,
-            Some(reason),
-        ),
+        Transition::Dead { reason, .. } => (JobState::Dead, None, Some(reason)),
         other => {
             // decide() maps a retry or a permanent failure to nothing else.
             return Err(ApiError::new(
-                crate::error::ErrorCode::StoreError,
+                ErrorCode::StoreError,
                 format!("unexpected transition {other:?} for a failure"),
             ));
         }
     };
-    log_failure(&job, &failure, &action);
-    let results = state
-        .store
-        .job_fail(JobFailParams {
-            failures: vec![JobFailure {
-                lease: lease(id, body.lease_token),
-                failure,
-                action,
-                worker: job.worker.clone(),
-            }],
-            now: None,
-        })
-        .await?;
-    match results.first() {
-        Some(Fenced::Applied) => Ok(Json(FailResponse {
-            id,
-            result: Fenced::Applied,
-            state: response_state,
-            retry_in,
-            dead_reason,
-        })),
-        _ => Err(ApiError::lease_lost(id)),
-    }
-}
-
-/// The structured event every failed attempt and dead letter gets (DESIGN.md: a
-/// dead-letter queue of anonymous failures is barely better than none).
-fn log_failure(job: &revenant::Job, failure: &Failure, action: &FailAction) {
-    match action {
-        FailAction::Retry { delay } => tracing::info!(
-            job = job.id, queue = %job.queue, kind = %job.kind, attempt = job.attempts,
-            max_attempts = job.max_attempts, class = %failure.class, error = %failure.message,
-            correlation_id = job.correlation_id.as_deref().unwrap_or(""),
-            worker = job.worker.as_deref().unwrap_or(""),
-            retry_in = %revenant::duration::format(*delay),
-            "attempt failed (remote worker)"
-        ),
-        FailAction::Dead { reason } => tracing::warn!(
-            job = job.id, queue = %job.queue, kind = %job.kind, attempt = job.attempts,
-            max_attempts = job.max_attempts, class = %failure.class, error = %failure.message,
-            correlation_id = job.correlation_id.as_deref().unwrap_or(""),
-            worker = job.worker.as_deref().unwrap_or(""),
-            reason = %reason,
-            "job dead (remote worker)"
-        ),
-    }
+    Ok(Json(FailResponse {
+        id,
+        result: Fenced::Applied,
+        state,
+        retry_in,
+        dead_reason,
+    }))
 }
 
 /// `POST /v1/jobs/{id}/snooze`'s body.
@@ -417,13 +372,12 @@ pub async fn snooze(
         .delay
         .ok_or_else(|| ApiError::field("delay", "is required: how long to put the job back for"))?;
     let delay = input::duration_in("delay", delay, Duration::ZERO, NewJob::MAX_DELAY)?;
-    let result = state
-        .store
-        .job_snooze(JobSnoozeParams {
-            lease: lease(id, body.lease_token),
-            delay,
-            now: None,
-        })
-        .await?;
-    fenced(id, result)
+    settle(
+        &state,
+        id,
+        body.lease_token,
+        Outcome::Snooze { after: delay },
+    )
+    .await?;
+    fenced(id, Fenced::Applied)
 }
