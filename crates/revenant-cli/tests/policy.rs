@@ -80,7 +80,10 @@ fn wait_finished(db: &Db, id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let job = db.ok_json(&["jobs", "show", id, "--json"]);
-        if matches!(job["status"].as_str(), Some("dead" | "completed" | "cancelled")) {
+        if matches!(
+            job["status"].as_str(),
+            Some("dead" | "completed" | "cancelled")
+        ) {
             return job;
         }
         assert!(
@@ -96,10 +99,22 @@ fn wait_finished(db: &Db, id: &str) -> Value {
 fn a_stored_queue_policy_gives_three_attempts_and_dead_at_three() {
     let db = Db::new();
     let stored = db.ok_json(&[
-        "policy", "set", "--queue", "q", "--attempts", "3", "--base", "100ms", "--cap",
-        "200ms", "--json",
+        "policy",
+        "set",
+        "--queue",
+        "q",
+        "--attempts",
+        "3",
+        "--base",
+        "100ms",
+        "--cap",
+        "200ms",
+        "--json",
     ]);
-    assert_eq!(stored["scope"], serde_json::json!({"scope": "queue", "name": "q"}));
+    assert_eq!(
+        stored["scope"],
+        serde_json::json!({"scope": "queue", "name": "q"})
+    );
     assert_eq!(stored["policy"]["max_attempts"], 3);
 
     // Port 9 (discard) on loopback: refused at once, a transient failure each time.
@@ -113,7 +128,10 @@ fn a_stored_queue_policy_gives_three_attempts_and_dead_at_three() {
         r#"{"url":"http://127.0.0.1:9/x"}"#,
         "--json",
     ]);
-    assert_eq!(enqueued["max_attempts"], 3, "resolved at enqueue: {enqueued}");
+    assert_eq!(
+        enqueued["max_attempts"], 3,
+        "resolved at enqueue: {enqueued}"
+    );
     let id = enqueued["id"].to_string();
 
     let _worker = Worker(
@@ -175,7 +193,15 @@ fn a_kind_policy_wins_over_its_queue_and_an_explicit_max_attempts_wins_over_both
 #[test]
 fn set_keeps_the_scopes_other_stored_values() {
     let db = Db::new();
-    db.ok(&["policy", "set", "--default", "--attempts", "4", "--base", "1s"]);
+    db.ok(&[
+        "policy",
+        "set",
+        "--default",
+        "--attempts",
+        "4",
+        "--base",
+        "1s",
+    ]);
     let stored = db.ok_json(&["policy", "set", "--default", "--cap", "5s", "--json"]);
     assert_eq!(stored["policy"]["max_attempts"], 4, "{stored}");
     assert_eq!(stored["policy"]["backoff"]["base"], "1s", "{stored}");
@@ -185,7 +211,14 @@ fn set_keeps_the_scopes_other_stored_values() {
 #[test]
 fn policy_flags_that_cannot_take_effect_do_not_exist_on_the_worker() {
     let db = Db::new();
-    for flag in ["--attempts", "--base", "--cap", "--multiplier", "--jitter", "--lease"] {
+    for flag in [
+        "--attempts",
+        "--base",
+        "--cap",
+        "--multiplier",
+        "--jitter",
+        "--lease",
+    ] {
         db.fails(&["work", "-q", "q", flag, "3"], 2, flag);
     }
 }
@@ -193,16 +226,39 @@ fn policy_flags_that_cannot_take_effect_do_not_exist_on_the_worker() {
 #[test]
 fn policy_set_refuses_bad_input_by_name_and_stores_nothing() {
     let db = Db::new();
-    db.fails(&["policy", "set", "--queue", "q", "--attempts", "0"], 2, "attempts");
-    db.fails(&["policy", "set", "--queue", "q", "--attempts", "-1"], 2, "attempts");
     db.fails(
-        &["policy", "set", "--queue", "q", "--base", "1h", "--cap", "1s"],
+        &["policy", "set", "--queue", "q", "--attempts", "0"],
+        2,
+        "attempts",
+    );
+    db.fails(
+        &["policy", "set", "--queue", "q", "--attempts", "-1"],
+        2,
+        "attempts",
+    );
+    db.fails(
+        &[
+            "policy", "set", "--queue", "q", "--base", "1h", "--cap", "1s",
+        ],
         2,
         "cap",
     );
-    db.fails(&["policy", "set", "--queue", "q", "--jitter", "wobbly"], 2, "jitter");
     db.fails(
-        &["policy", "set", "--queue", "q", "--attempt-timeout", "2m", "--lease", "1m"],
+        &["policy", "set", "--queue", "q", "--jitter", "wobbly"],
+        2,
+        "jitter",
+    );
+    db.fails(
+        &[
+            "policy",
+            "set",
+            "--queue",
+            "q",
+            "--attempt-timeout",
+            "2m",
+            "--lease",
+            "1m",
+        ],
         2,
         "attempt_timeout",
     );
@@ -210,7 +266,15 @@ fn policy_set_refuses_bad_input_by_name_and_stores_nothing() {
     // A scope is required, and only one.
     db.fails(&["policy", "set", "--attempts", "3"], 2, "--default");
     db.fails(
-        &["policy", "set", "--default", "--queue", "q", "--attempts", "3"],
+        &[
+            "policy",
+            "set",
+            "--default",
+            "--queue",
+            "q",
+            "--attempts",
+            "3",
+        ],
         2,
         "cannot be used with",
     );

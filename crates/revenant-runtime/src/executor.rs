@@ -317,7 +317,7 @@ async fn finish(
         .map(settle::cancelled)
         .map_err(|err| err.to_string()),
     };
-    let settled = written.unwrap_or_else(|err| Settled::Unwritten(err));
+    let settled = written.unwrap_or_else(Settled::Unwritten);
     if let (Settled::Applied, &Transition::Retry { delay, .. }) =
         (&settled, settlement.transition())
     {
