@@ -104,7 +104,6 @@ fn configure(addr: SocketAddr, args: &ServeArgs) -> Result<ServerConfig, ConfigE
         tokens,
         alerts,
         max_body,
-        ..ServerConfig::default()
     })
 }
 
