@@ -5,7 +5,7 @@
 //! - [`job`]: the job model, its states and its error history;
 //! - [`backoff`] and [`policy`]: the retry policy (exponential backoff with jitter,
 //!   attempts, attempt timeout, lease), per kind, per queue and global;
-//! - [`outcome`] and [`decide`]: what a handler says, and the pure function that turns
+//! - [`outcome`] and [`decide`](mod@decide): what a handler says, and the pure function that turns
 //!   it into a state transition;
 //! - [`store`]: the one trait every backend implements, with one params struct per
 //!   operation;

@@ -3,7 +3,7 @@
 //! Handlers speak in [`crate::store`]-free terms (their error type says retry,
 //! permanent, snooze, ...); the runtime adds what only it can see (a panic, a timeout,
 //! a payload that did not decode, a kind with no handler) and hands the result to
-//! [`crate::decide`].
+//! [`crate::decide()`].
 
 use std::time::Duration;
 

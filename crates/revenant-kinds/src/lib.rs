@@ -12,7 +12,7 @@
 //! ```no_run
 //! # use std::sync::Arc;
 //! # fn f(store: Arc<dyn revenant_core::Store>) -> Result<(), Box<dyn std::error::Error>> {
-//! use revenant_core::Worker;
+//! use revenant_runtime::Worker;
 //!
 //! let worker = revenant_kinds::register_builtin(Worker::builder(store).queue("webhooks", 10))?
 //!     .build()?;

@@ -10,7 +10,7 @@
 //!   the handler is cancelled and its result discarded: another attempt owns the job.
 //! - Past the shutdown grace period, the handler is cancelled and the lease released
 //!   (back to `ready`, attempt given back).
-//! - Otherwise [`decide`] turns the outcome into a transition, which is written through
+//! - Otherwise [`decide()`] turns the outcome into a transition, which is written through
 //!   the completer (completes and failures, batched) or directly (snooze, cancel).
 //! - A job that calls a protected dependency (it came through the dependency gate
 //!   with a ticket) first waits for its rate-limit turn and this process's spacing,

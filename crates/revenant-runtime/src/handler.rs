@@ -187,7 +187,7 @@ impl JobError {
         self
     }
 
-    /// The outcome the runtime hands to [`revenant_core::decide`].
+    /// The outcome the runtime hands to [`revenant_core::decide()`].
     pub fn into_outcome(self) -> Outcome {
         let message = self.message;
         match self.action {

@@ -10,7 +10,7 @@
 //!
 //! The step has three parts, because the runtime batches its writes and a remote
 //! worker's route does not:
-//! 1. [`Settlement::decide`]: pure. [`decide`] with the job's policy gives the
+//! 1. [`Settlement::decide`]: pure. [`decide()`] with the job's policy gives the
 //!    transition; the settlement says which write it needs ([`SettleWrite`]).
 //! 2. The write: [`Settlement::apply`] calls the store directly (remote workers); the
 //!    runtime sends completes and failures through its batching completer instead.
@@ -90,7 +90,7 @@ pub struct Settlement {
 
 impl Settlement {
     /// Decides what follows the attempt `job.attempts` of `job`, leased under `lease`:
-    /// [`decide`] with the job's own `max_attempts` (fixed at enqueue) and the backoff
+    /// [`decide()`] with the job's own `max_attempts` (fixed at enqueue) and the backoff
     /// and jitter of `policy` (the one its queue and kind resolve to now). `worker` is
     /// who ran it, recorded in the failure history and the log.
     pub fn decide<R: Rng + ?Sized>(
@@ -134,7 +134,7 @@ impl Settlement {
         }
     }
 
-    /// The transition [`decide`] chose.
+    /// The transition [`decide()`] chose.
     pub fn transition(&self) -> &Transition {
         &self.transition
     }

@@ -7,7 +7,7 @@
 //! docs/dashboard.md describes each view.
 //!
 //! Files are listed one by one rather than walked at build time: a path that is not in
-//! [`FILES`] is not served, so there is nothing to traverse. The tests below fail when
+//! `FILES` is not served, so there is nothing to traverse. The tests below fail when
 //! a file in the folder is missing from the list, or when a file refers to anything
 //! outside the server.
 

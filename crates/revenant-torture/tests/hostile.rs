@@ -269,7 +269,8 @@ async fn hostile_input_is_refused_by_name_or_stored_intact(backend: Backend) {
                     limit: 50,
                     lease: Duration::from_secs(60),
                     reclaim: true,
-                    now: Some(DateTime::<Utc>::MAX_UTC - chrono::Duration::days(1)),
+                    // The latest clock a store accepts: past every run_at it accepted.
+                    now: DateTime::<Utc>::from_timestamp_millis(revenant::job::MAX_TIMESTAMP_MILLIS),
                 })
                 .await
             {

@@ -41,14 +41,28 @@ pub const MAX_IDS: usize = 10_000;
 
 /// The store and the retry policies, shared by every door. Cheap to clone.
 ///
-/// ```no_run
-/// # async fn example() -> Result<(), revenant::StoreError> {
-/// use revenant::{Client, NewJob};
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = tempfile::tempdir()?;
+/// # let url = format!("sqlite://{}", dir.path().join("client.db").display());
+/// use revenant::store::JobFilter;
+/// use revenant::{Client, DeadSelection, JobState, NewJob, RedriveRequest};
 ///
-/// let client = Client::connect("sqlite://revenant.db").await?;
+/// let client = Client::connect(&url).await?;
 /// let job = NewJob::new("emails", "send_receipt", serde_json::json!({"order": 42}));
 /// let enqueued = client.enqueue(job).await?;
-/// println!("enqueued job {}", enqueued.id);
+/// client.cancel(enqueued.id, Some("order refunded".into())).await?;
+/// assert_eq!(client.job(enqueued.id).await?.unwrap().status, JobState::Cancelled);
+///
+/// // Every dead receipt back to the queue, 20 a second (none are dead here).
+/// let selection = DeadSelection {
+///     filter: JobFilter { kind: Some("send_receipt".into()), ..JobFilter::default() },
+///     ..DeadSelection::default()
+/// };
+/// let request = RedriveRequest { selection, rate: Some("20/s".parse()?), ..RedriveRequest::default() };
+/// let report = client.redrive(request, |p| eprintln!("{} of {}", p.done, p.expected)).await?;
+/// assert!(report.ids.is_empty());
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -118,7 +132,29 @@ impl Client {
 
     /// Enqueues jobs in one transaction: every job is checked first, and one bad job
     /// writes none. Each job's policy is resolved as in [`Client::enqueue`].
-    pub async fn enqueue_many(&self, mut jobs: Vec<NewJob>) -> Result<Vec<Enqueued>, StoreError> {
+    pub async fn enqueue_many(&self, jobs: Vec<NewJob>) -> Result<Vec<Enqueued>, StoreError> {
+        let params = self.enqueue_params(jobs).await?;
+        self.store.job_enqueue(params).await
+    }
+
+    /// The store call an enqueue makes, with every job checked and its policy
+    /// resolved, for the one enqueue that cannot go through [`Client::enqueue_many`]:
+    /// PostgreSQL's enqueue inside your own transaction (the outbox pattern), where the
+    /// jobs exist only if your transaction commits.
+    ///
+    /// ```no_run
+    /// # async fn example(client: revenant::Client, pg: revenant::postgres::PgStore) -> Result<(), Box<dyn std::error::Error>> {
+    /// use revenant::NewJob;
+    ///
+    /// let mut tx = pg.pool().begin().await?;
+    /// // ... your own writes in `tx` ...
+    /// let receipt = NewJob::new("emails", "send_receipt", serde_json::json!({"order": 42}));
+    /// let params = client.enqueue_params(vec![receipt]).await?;
+    /// pg.job_enqueue_tx(&mut tx, params).await?;
+    /// tx.commit().await?; // your rows and the receipt job exist together, or neither does
+    /// # Ok(()) }
+    /// ```
+    pub async fn enqueue_params(&self, mut jobs: Vec<NewJob>) -> Result<JobEnqueueParams, StoreError> {
         for job in &jobs {
             job.validate()?;
         }
@@ -128,13 +164,11 @@ impl Client {
                 job.max_attempts = Some(attempts(policies.resolve(&job.queue, &job.kind)));
             }
         }
-        self.store
-            .job_enqueue(JobEnqueueParams {
-                jobs,
-                default_max_attempts: attempts(&policies.default),
-                now: None,
-            })
-            .await
+        Ok(JobEnqueueParams {
+            jobs,
+            default_max_attempts: attempts(&policies.default),
+            now: None,
+        })
     }
 
     // ---- reads ---------------------------------------------------------------------

@@ -16,7 +16,7 @@ use crate::error::CliError;
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// The address to listen on. Without tokens it must be a loopback address
-    /// (127.0.0.1, [::1]); port 0 picks a free port (the address is printed).
+    /// (127.0.0.1, `[::1]`); port 0 picks a free port (the address is printed).
     #[arg(long, env = "REVENANT_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
     /// The server's config file (TOML): `[[tokens]]` with their scopes, and `alerts`,
