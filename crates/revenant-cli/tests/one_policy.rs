@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use revenant::store::JobFilter;
 use revenant::{
-    Backoff, Client, Jitter, Job, JobContext, JobError, JobState, NewJob, PolicyScope,
-    RetryPolicy, Store,
+    Backoff, Client, Jitter, Job, JobContext, JobError, JobState, NewJob, PolicyScope, RetryPolicy,
+    Store,
 };
 use revenant_server::ServerConfig;
 use serde_json::{json, Value};
@@ -84,7 +84,10 @@ async fn enqueue_through_every_door(
 async fn remote_worker(http: reqwest::Client, base: String, store: Arc<dyn Store>, jobs: usize) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while dead_count(&*store, "remote").await < jobs {
-        assert!(Instant::now() < deadline, "the remote worker's jobs did not all die in 60 s");
+        assert!(
+            Instant::now() < deadline,
+            "the remote worker's jobs did not all die in 60 s"
+        );
         let claimed: Value = http
             .post(format!("{base}/v1/claims"))
             .json(&json!({"queue": "remote", "worker": "remote-1", "limit": 10, "wait": "2s"}))
@@ -105,7 +108,11 @@ async fn remote_worker(http: reqwest::Client, base: String, store: Arc<dyn Store
                 .send()
                 .await
                 .expect("fail");
-            assert!(answer.status().is_success(), "fail answered {}", answer.status());
+            assert!(
+                answer.status().is_success(),
+                "fail answered {}",
+                answer.status()
+            );
         }
     }
 }
@@ -131,7 +138,11 @@ async fn dead_count(store: &dyn Store, queue: &str) -> usize {
 fn assert_the_policy_held(job: &Job) {
     let door = &job.payload["door"];
     assert_eq!(job.status, JobState::Dead, "{door}: {job:?}");
-    assert_eq!(job.dead_reason, Some(revenant::DeadReason::AttemptsExhausted), "{door}");
+    assert_eq!(
+        job.dead_reason,
+        Some(revenant::DeadReason::AttemptsExhausted),
+        "{door}"
+    );
     assert_eq!(job.attempts, 3, "{door}");
     assert_eq!(job.max_attempts, 3, "{door}");
     let mut at: Vec<_> = job.errors.iter().map(|e| e.at).collect();
@@ -161,7 +172,11 @@ async fn every_door_and_worker_agree(url: String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let app = revenant_server::router(store.clone(), ServerConfig::default());
-    let server = tokio::spawn(revenant_server::serve(listener, app, std::future::pending()));
+    let server = tokio::spawn(revenant_server::serve(
+        listener,
+        app,
+        std::future::pending(),
+    ));
     let http = reqwest::Client::new();
 
     let local = enqueue_through_every_door(&url, &client, &http, &base, "local").await;
@@ -185,7 +200,10 @@ async fn every_door_and_worker_agree(url: String) {
         }
     }));
     remote_worker(http.clone(), base.clone(), store.clone(), 3).await;
-    local_worker.await.unwrap().expect("the worker stops cleanly");
+    local_worker
+        .await
+        .unwrap()
+        .expect("the worker stops cleanly");
 
     for id in local.iter().chain(&remote) {
         let job = client.job(*id).await.unwrap().expect("the job");
@@ -213,7 +231,9 @@ async fn every_door_and_every_worker_agree_on_postgres() {
             panic!("REVENANT_TEST_DATABASE_URL is not set (CI=true: PostgreSQL tests fail instead of skipping)")
         }
         Err(_) => {
-            eprintln!("REVENANT_TEST_DATABASE_URL is not set: the PostgreSQL run was NOT exercised");
+            eprintln!(
+                "REVENANT_TEST_DATABASE_URL is not set: the PostgreSQL run was NOT exercised"
+            );
             return;
         }
     };

@@ -270,7 +270,9 @@ async fn hostile_input_is_refused_by_name_or_stored_intact(backend: Backend) {
                     lease: Duration::from_secs(60),
                     reclaim: true,
                     // The latest clock a store accepts: past every run_at it accepted.
-                    now: DateTime::<Utc>::from_timestamp_millis(revenant::job::MAX_TIMESTAMP_MILLIS),
+                    now: DateTime::<Utc>::from_timestamp_millis(
+                        revenant::job::MAX_TIMESTAMP_MILLIS,
+                    ),
                 })
                 .await
             {

@@ -154,7 +154,10 @@ impl Client {
     /// tx.commit().await?; // your rows and the receipt job exist together, or neither does
     /// # Ok(()) }
     /// ```
-    pub async fn enqueue_params(&self, mut jobs: Vec<NewJob>) -> Result<JobEnqueueParams, StoreError> {
+    pub async fn enqueue_params(
+        &self,
+        mut jobs: Vec<NewJob>,
+    ) -> Result<JobEnqueueParams, StoreError> {
         for job in &jobs {
             job.validate()?;
         }
