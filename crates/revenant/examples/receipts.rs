@@ -9,10 +9,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use revenant::sqlite::SqliteStore;
-use revenant::store::{JobEnqueueParams, JobGetParams, JobListParams};
+use revenant::store::JobFilter;
 use revenant::{
-    Backoff, Jitter, JobContext, JobError, NewJob, PolicySet, ResultExt, RetryPolicy, Store, Worker,
+    Backoff, Client, Jitter, JobContext, JobError, NewJob, PolicyScope, ResultExt, RetryPolicy,
 };
 use serde::Deserialize;
 
@@ -118,7 +117,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .init();
     let dir = tempfile::tempdir()?;
     let url = format!("sqlite://{}", dir.path().join("receipts.db").display());
-    let store = Arc::new(SqliteStore::connect(&url).await?);
+    let client = Client::connect(&url).await?;
 
     let policy = RetryPolicy::builder()
         .max_attempts(4)
@@ -155,20 +154,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ),
         NewJob::new("emails", "send_invoice", serde_json::json!({})),
     ];
-    store
-        .job_enqueue(JobEnqueueParams {
-            jobs,
-            default_max_attempts: 4,
-            now: None,
-        })
-        .await?;
+    // Stored once: every door and every worker of this database reads it.
+    client.set_policy(PolicyScope::Default, policy).await?;
+    client.enqueue_many(jobs).await?;
 
     let provider = Arc::new(FlakyProvider {
         calls: AtomicU32::new(0),
     });
-    let worker = Worker::builder(store.clone())
+    let worker = client
+        .worker()
         .queue("emails", 4)
-        .policies(PolicySet::new(policy))
         .poll_interval(Duration::from_millis(50))
         .shutdown_grace(Duration::from_secs(1))
         .handler_fn("send_receipt", move |ctx: JobContext, receipt: Receipt| {
@@ -181,12 +176,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Wait (polling, with a deadline) until every receipt has an answer.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let jobs = store
-            .job_list(JobListParams {
-                limit: 100,
-                ..Default::default()
-            })
-            .await?;
+        let jobs = client.jobs(JobFilter::default(), None, 100).await?;
         if jobs.iter().all(|j| j.status.is_terminal()) || tokio::time::Instant::now() > deadline {
             break;
         }
@@ -200,7 +190,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "id", "status", "attempts", "dead reason"
     );
     for id in 1..=10 {
-        let Some(job) = store.job_get(JobGetParams { id }).await? else {
+        let Some(job) = client.job(id).await? else {
             continue;
         };
         println!(
