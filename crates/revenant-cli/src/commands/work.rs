@@ -33,6 +33,11 @@ pub struct WorkArgs {
     /// can enqueue could otherwise run any program on this machine.
     #[arg(long = "allow-exec", value_name = "COMMAND")]
     pub allow_exec: Vec<String>,
+    /// Retry-policy flags a worker once took. Hidden, and refused with a pointer to
+    /// `revenant policy set`: a worker cannot change the attempts a job was enqueued
+    /// with, and two workers with different flags would retry one job on two schedules.
+    #[command(flatten)]
+    pub removed: RemovedPolicyFlags,
     /// This worker's id in the registry and on the jobs it claims (default host-pid).
     #[arg(long)]
     pub worker_id: Option<String>,
@@ -64,6 +69,50 @@ pub struct WorkArgs {
     pub protection: ProtectionArgs,
 }
 
+/// The policy flags `revenant work` no longer takes (see [`WorkArgs::removed`]).
+#[derive(Debug, Args)]
+pub struct RemovedPolicyFlags {
+    #[arg(long, hide = true, allow_hyphen_values = true)]
+    attempts: Option<String>,
+    #[arg(long, hide = true)]
+    base: Option<String>,
+    #[arg(long, hide = true)]
+    multiplier: Option<String>,
+    #[arg(long, hide = true)]
+    cap: Option<String>,
+    #[arg(long, hide = true)]
+    jitter: Option<String>,
+    #[arg(long, hide = true)]
+    attempt_timeout: Option<String>,
+    #[arg(long, hide = true)]
+    lease: Option<String>,
+}
+
+impl RemovedPolicyFlags {
+    /// Refuses the first one given, saying where the setting lives now.
+    fn refuse(&self) -> Result<(), InputError> {
+        let given = [
+            ("attempts", &self.attempts),
+            ("base", &self.base),
+            ("multiplier", &self.multiplier),
+            ("cap", &self.cap),
+            ("jitter", &self.jitter),
+            ("attempt-timeout", &self.attempt_timeout),
+            ("lease", &self.lease),
+        ];
+        match given.iter().find(|(_, value)| value.is_some()) {
+            Some((flag, value)) => Err(InputError::new(
+                "policy",
+                format!(
+                    "--{flag} is not a worker flag: retry policies are stored once for every door and worker; run `revenant policy set --queue QUEUE --{flag} {}` (or --kind KIND, --default), then `revenant work`",
+                    value.as_deref().unwrap_or_default()
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Runs the worker until a signal; exits 0 after a clean shutdown.
 ///
 /// Retry policies are not flags here: a worker cannot decide a job's attempts (they
@@ -71,6 +120,7 @@ pub struct WorkArgs {
 /// job's backoff. They are stored once, with `revenant policy set`, and every worker
 /// reads them (see `revenant policy list`).
 pub async fn run(client: &Client, args: WorkArgs) -> Result<ExitCode, CliError> {
+    args.removed.refuse()?;
     let queues = queues(&args)?;
     let mut builder = client.worker();
     for (queue, concurrency) in &queues {
