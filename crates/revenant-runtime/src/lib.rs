@@ -80,7 +80,7 @@ mod registry;
 mod store_retry;
 
 #[cfg(test)]
-pub(crate) mod memory;
+pub(crate) mod faulty;
 #[cfg(test)]
 mod tests;
 

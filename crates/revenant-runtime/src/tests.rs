@@ -1,13 +1,15 @@
-//! The runtime end to end on the in-memory store. The same behaviours are proven on the
-//! real SQLite store by `crates/revenant/tests/runtime_*.rs`.
+//! The runtime end to end on the real SQLite store, a fresh file per test, with store
+//! failures injected where a test asks for them ([`FaultyStore`]). More of the runtime,
+//! through the facade, is proven in `crates/revenant/tests/runtime_*.rs`.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::memory::MemoryStore;
+use crate::faulty::FaultyStore;
 use crate::{JobContext, JobError, ShutdownHandle, Worker, WorkerBuilder};
 use revenant_core::backoff::{Backoff, Jitter};
 use revenant_core::job::{DeadReason, FailureClass, Job, JobState, NewJob};
@@ -34,7 +36,7 @@ fn policy(max_attempts: u32) -> RetryPolicy {
         .unwrap()
 }
 
-fn builder(store: &Arc<MemoryStore>) -> WorkerBuilder {
+fn builder(store: &Arc<FaultyStore>) -> WorkerBuilder {
     Worker::builder(store.clone())
         .queue("q", 4)
         .policies(PolicySet::new(policy(3)))
@@ -43,7 +45,7 @@ fn builder(store: &Arc<MemoryStore>) -> WorkerBuilder {
         .worker_id("w1")
 }
 
-async fn enqueue(store: &MemoryStore, kind: &str, payload: serde_json::Value) -> i64 {
+async fn enqueue(store: &FaultyStore, kind: &str, payload: serde_json::Value) -> i64 {
     store
         .job_enqueue(JobEnqueueParams {
             jobs: vec![NewJob::new("q", kind, payload)],
@@ -55,11 +57,12 @@ async fn enqueue(store: &MemoryStore, kind: &str, payload: serde_json::Value) ->
         .id
 }
 
-/// Polls until `done` holds for every job, or panics at the deadline.
-async fn wait_until(store: &MemoryStore, what: &str, done: impl Fn(&[Job]) -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+/// Polls until `done` holds for every job, or panics at the deadline (generous: a
+/// busy two-core CI machine writing SQLite files with fsync).
+async fn wait_until(store: &FaultyStore, what: &str, done: impl Fn(&[Job]) -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let jobs = store.all();
+        let jobs = store.all().await;
         if done(&jobs) {
             return;
         }
@@ -120,7 +123,7 @@ async fn scripted(ctx: JobContext, step: Step) -> Result<(), JobError> {
 
 #[tokio::test]
 async fn every_outcome_ends_in_its_state() {
-    let store = Arc::new(MemoryStore::new());
+    let store = Arc::new(FaultyStore::open().await);
     let (shutdown, task) = start(
         builder(&store)
             .handler_fn("step", scripted)
@@ -142,8 +145,9 @@ async fn every_outcome_ends_in_its_state() {
     shutdown.shutdown();
     task.await.unwrap();
 
+    let jobs: HashMap<i64, Job> = store.all().await.into_iter().map(|j| (j.id, j)).collect();
     let check = |id, status, attempts, reason: Option<DeadReason>| {
-        let job = store.job(id);
+        let job = jobs[&id].clone();
         assert_eq!(
             (job.status, job.attempts, job.dead_reason),
             (status, attempts, reason),
@@ -178,7 +182,10 @@ async fn every_outcome_ends_in_its_state() {
     assert_eq!(job.errors[0].message, "attempt timed out after 300ms");
     // Snoozed once (attempt given back), then succeeded on its first counted attempt.
     check(snooze, JobState::Completed, 1, None);
-    check(cancel, JobState::Cancelled, 1, None);
+    let job = check(cancel, JobState::Cancelled, 1, None);
+    // The handler's reason is kept in the history (`JobCancelParams::message`).
+    assert_eq!(job.errors.len(), 1, "{job:#?}");
+    assert!(job.errors[0].message.contains("order refunded"), "{job:#?}");
     let job = check(
         undecodable,
         JobState::Dead,
@@ -195,7 +202,7 @@ async fn every_outcome_ends_in_its_state() {
 
 #[tokio::test]
 async fn storage_errors_are_retried_without_spending_attempts() {
-    let store = Arc::new(MemoryStore::new());
+    let store = Arc::new(FaultyStore::open().await);
     for _ in 0..20 {
         enqueue(&store, "step", json!({ "what": "ok" })).await;
     }
@@ -213,10 +220,12 @@ async fn storage_errors_are_retried_without_spending_attempts() {
     .await;
     shutdown.shutdown();
     task.await.unwrap();
-    assert!(store
-        .all()
-        .iter()
-        .all(|j| j.attempts == 1 && j.errors.is_empty()));
+    let jobs = store.all().await;
+    assert_eq!(jobs.len(), 20);
+    assert!(
+        jobs.iter().all(|j| j.attempts == 1 && j.errors.is_empty()),
+        "{jobs:#?}"
+    );
     assert!(
         store.failures.load(Ordering::SeqCst) < 25,
         "store calls failed along the way"
@@ -225,7 +234,7 @@ async fn storage_errors_are_retried_without_spending_attempts() {
 
 #[tokio::test]
 async fn concurrency_is_never_exceeded_and_acks_are_batched() {
-    let store = Arc::new(MemoryStore::new());
+    let store = Arc::new(FaultyStore::open().await);
     let running = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
     let (r, p) = (running.clone(), peak.clone());
@@ -247,7 +256,7 @@ async fn concurrency_is_never_exceeded_and_acks_are_batched() {
     }
     let (shutdown, task) = start(worker);
     wait_until(&store, "every job to complete", |jobs| {
-        jobs.iter().all(|j| j.status == JobState::Completed)
+        jobs.len() == 200 && jobs.iter().all(|j| j.status == JobState::Completed)
     })
     .await;
     shutdown.shutdown();
@@ -272,11 +281,20 @@ async fn concurrency_is_never_exceeded_and_acks_are_batched() {
 async fn expired_leases_of_an_idle_queue_are_reclaimed_one_at_a_time_without_waiting_for_the_poll()
 {
     const JOBS: usize = 20;
-    let store = Arc::new(MemoryStore::new());
-    for _ in 0..JOBS {
-        enqueue(&store, "count", json!(null)).await;
-    }
-    // A process claims them all and dies: every lease runs out 50 ms later.
+    let store = Arc::new(FaultyStore::open().await);
+    // A process enqueued them, claimed them all a second ago and died: every lease ran
+    // out 950 ms ago. A clock pinned in the past, not a sleep.
+    let then = chrono::Utc::now() - chrono::Duration::seconds(1);
+    store
+        .job_enqueue(JobEnqueueParams {
+            jobs: (0..JOBS)
+                .map(|_| NewJob::new("q", "count", json!(null)))
+                .collect(),
+            default_max_attempts: 3,
+            now: Some(then),
+        })
+        .await
+        .unwrap();
     let held = store
         .job_claim(revenant_core::store::JobClaimParams {
             queue: "q".into(),
@@ -284,12 +302,11 @@ async fn expired_leases_of_an_idle_queue_are_reclaimed_one_at_a_time_without_wai
             limit: JOBS as u32,
             lease: ms(50),
             reclaim: true,
-            now: None,
+            now: Some(then),
         })
         .await
         .unwrap();
     assert_eq!(held.len(), JOBS);
-    tokio::time::sleep(ms(60)).await;
 
     let running = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
@@ -341,7 +358,14 @@ async fn expired_leases_of_an_idle_queue_are_reclaimed_one_at_a_time_without_wai
         "two reclaimed jobs ran at once"
     );
     let held: Vec<i64> = held.iter().map(|j| j.id).collect();
-    for job in store.all().into_iter().filter(|j| held.contains(&j.id)) {
+    let reclaimed: Vec<Job> = store
+        .all()
+        .await
+        .into_iter()
+        .filter(|j| held.contains(&j.id))
+        .collect();
+    assert_eq!(reclaimed.len(), JOBS);
+    for job in reclaimed {
         assert_eq!(job.attempts, 2, "{job:#?}");
         assert_eq!(job.errors.len(), 1, "{job:#?}");
         assert_eq!(job.errors[0].class, FailureClass::LeaseExpired);
@@ -350,7 +374,7 @@ async fn expired_leases_of_an_idle_queue_are_reclaimed_one_at_a_time_without_wai
 
 #[tokio::test]
 async fn a_lost_lease_cancels_the_handler_and_discards_its_result() {
-    let store = Arc::new(MemoryStore::new());
+    let store = Arc::new(FaultyStore::open().await);
     // Counts handler futures dropped: the runtime stops a handler by cancelling its
     // token and dropping its future.
     struct Dropped(Arc<AtomicUsize>);
@@ -387,7 +411,7 @@ async fn a_lost_lease_cancels_the_handler_and_discards_its_result() {
         })
         .await
         .unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while saw_cancel.load(Ordering::SeqCst) == 0 {
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -397,7 +421,7 @@ async fn a_lost_lease_cancels_the_handler_and_discards_its_result() {
     }
     shutdown.shutdown();
     task.await.unwrap();
-    let job = store.job(id);
+    let job = store.job(id).await;
     assert_eq!(job.status, JobState::Cancelled);
     assert_eq!(
         store.calls("job_complete"),
@@ -408,7 +432,7 @@ async fn a_lost_lease_cancels_the_handler_and_discards_its_result() {
 
 #[tokio::test]
 async fn shutdown_releases_unfinished_jobs_with_their_attempts_given_back() {
-    let store = Arc::new(MemoryStore::new());
+    let store = Arc::new(FaultyStore::open().await);
     let policy = RetryPolicy::builder()
         .lease(ms(20_000))
         .attempt_timeout(ms(10_000))
@@ -438,10 +462,13 @@ async fn shutdown_releases_unfinished_jobs_with_their_attempts_given_back() {
         claims,
         "no claim after the signal"
     );
-    assert!(store
-        .all()
-        .iter()
-        .all(|j| j.status == JobState::Ready && j.attempts == 0));
+    let jobs = store.all().await;
+    assert_eq!(jobs.len(), 6);
+    assert!(
+        jobs.iter()
+            .all(|j| j.status == JobState::Ready && j.attempts == 0),
+        "{jobs:#?}"
+    );
     assert_eq!(store.calls("job_release"), 1, "one batched release");
     assert!(
         store.worker_list().await.unwrap().is_empty(),
@@ -476,7 +503,7 @@ mod dependencies {
         }
     }
 
-    async fn breaker_state(store: &MemoryStore) -> BreakerState {
+    async fn breaker_state(store: &FaultyStore) -> BreakerState {
         store
             .dependency_list(DependencyListParams::default())
             .await
@@ -492,7 +519,7 @@ mod dependencies {
     /// every job completes.
     #[tokio::test]
     async fn a_breaker_parks_jobs_through_an_outage_and_releases_them_after() {
-        let store = Arc::new(MemoryStore::new());
+        let store = Arc::new(FaultyStore::open().await);
         let down = Arc::new(AtomicBool::new(true));
         let calls_while_down = Arc::new(AtomicUsize::new(0));
         let (d, c) = (down.clone(), calls_while_down.clone());
@@ -521,12 +548,13 @@ mod dependencies {
         assert_ne!(breaker_state(&store).await, BreakerState::Closed);
         let parked = store
             .all()
+            .await
             .iter()
             .filter(|j| j.dependency_wait == Some(WaitReason::Breaker))
             .count();
         assert!(parked > 20, "jobs wait for the breaker: {parked}");
         assert!(
-            store.all().iter().all(|j| j.status != JobState::Dead),
+            store.all().await.iter().all(|j| j.status != JobState::Dead),
             "nothing died of the outage"
         );
         down.store(false, Ordering::SeqCst);
@@ -542,7 +570,7 @@ mod dependencies {
         let calls = calls_while_down.load(Ordering::SeqCst);
         assert!(calls < 20, "{calls} calls for 40 jobs while it was down");
         for id in ids {
-            let job = store.job(id);
+            let job = store.job(id).await;
             assert_eq!(job.dependency.as_deref(), Some("email-provider"));
             assert!(job.attempts <= 3, "{job:#?}");
         }
@@ -551,7 +579,7 @@ mod dependencies {
     /// Permanent failures say nothing about the dependency: they never open it.
     #[tokio::test]
     async fn permanent_failures_do_not_open_the_breaker() {
-        let store = Arc::new(MemoryStore::new());
+        let store = Arc::new(FaultyStore::open().await);
         let (shutdown, task) = start(
             builder(&store)
                 .handler_fn("step", scripted)
@@ -566,10 +594,13 @@ mod dependencies {
         wait_until(&store, "every job to die", all_terminal).await;
         shutdown.shutdown();
         task.await.unwrap();
-        assert!(store
-            .all()
-            .iter()
-            .all(|j| j.dead_reason == Some(DeadReason::Permanent) && j.attempts == 1));
+        let jobs = store.all().await;
+        assert_eq!(jobs.len(), 20);
+        assert!(
+            jobs.iter()
+                .all(|j| j.dead_reason == Some(DeadReason::Permanent) && j.attempts == 1),
+            "{jobs:#?}"
+        );
         let states = store
             .dependency_list(DependencyListParams::default())
             .await
@@ -580,11 +611,11 @@ mod dependencies {
         assert_eq!(states[0].trips, 0);
     }
 
-    #[test]
-    fn a_dependency_config_that_cannot_work_is_refused() {
+    #[tokio::test]
+    async fn a_dependency_config_that_cannot_work_is_refused() {
         let mut config = fast_breaker();
         config.report_interval = Duration::ZERO;
-        let err = builder(&Arc::new(MemoryStore::new()))
+        let err = builder(&Arc::new(FaultyStore::open().await))
             .handler_fn("step", scripted)
             .dependencies(config)
             .build()
@@ -592,7 +623,7 @@ mod dependencies {
             .expect("refused")
             .to_string();
         assert!(err.contains("report_interval"), "{err}");
-        let err = builder(&Arc::new(MemoryStore::new()))
+        let err = builder(&Arc::new(FaultyStore::open().await))
             .handler_fn("step", scripted)
             .dependency("step", "")
             .build()

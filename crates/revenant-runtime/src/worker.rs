@@ -627,18 +627,21 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::MemoryStore;
+    use crate::faulty::FaultyStore;
 
-    fn builder() -> WorkerBuilder {
-        Worker::builder(Arc::new(MemoryStore::new()))
+    /// A builder factory over one fresh store (each test opens its own).
+    async fn builders() -> impl Fn() -> WorkerBuilder {
+        let store: Arc<dyn Store> = Arc::new(FaultyStore::open().await);
+        move || Worker::builder(store.clone())
     }
 
     fn noop(_: JobContext, _: serde_json::Value) -> futures::future::Ready<Result<(), JobError>> {
         futures::future::ready(Ok(()))
     }
 
-    #[test]
-    fn configurations_that_cannot_work_are_refused_at_start() {
+    #[tokio::test]
+    async fn configurations_that_cannot_work_are_refused_at_start() {
+        let builder = builders().await;
         let err = |b: WorkerBuilder| b.build().err().expect("refused").to_string();
         assert!(err(builder().handler_fn("k", noop)).contains("no queues"));
         assert!(err(builder().queue("q", 1)).contains("no handlers"));
@@ -665,8 +668,9 @@ mod tests {
             .is_ok());
     }
 
-    #[test]
-    fn a_policy_from_a_config_file_is_checked_like_one_built_in_code() {
+    #[tokio::test]
+    async fn a_policy_from_a_config_file_is_checked_like_one_built_in_code() {
+        let builder = builders().await;
         // Deserializing skips the builder's checks; the worker checks again.
         let bad: RetryPolicy = serde_json::from_value(serde_json::json!({
             "max_attempts": 3,
