@@ -143,7 +143,7 @@ impl Client {
     /// jobs exist only if your transaction commits.
     ///
     /// ```no_run
-    /// # async fn example(client: revenant::Client, pg: revenant::postgres::PgStore) -> Result<(), Box<dyn std::error::Error>> {
+    /// # async fn example(client: revenant::Client, pg: revenant::backends::postgres::PgStore) -> Result<(), Box<dyn std::error::Error>> {
     /// use revenant::NewJob;
     ///
     /// let mut tx = pg.pool().begin().await?;

@@ -100,6 +100,8 @@ pub mod backends {
     pub use revenant_postgres as postgres;
     pub use revenant_sqlite as sqlite;
 }
+// Kept at the root for the crate's own tests and tools; users see `backends`.
+#[doc(hidden)]
 pub use backends::{postgres, sqlite};
 
 /// The URL used when none is given: a SQLite file in the working directory.
