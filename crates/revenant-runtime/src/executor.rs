@@ -65,10 +65,9 @@ pub(crate) async fn run(
         id: job.id,
         lease_token,
     };
-    let policy = shared
-        .policies
-        .resolve(&*shared.store, &job.queue, &job.kind)
-        .await;
+    // The snapshot the maintenance loop keeps fresh: an attempt never waits on a
+    // store read for its policy (a pool busy with handlers would eat its lease).
+    let policy = *shared.policies.cached().resolve(&job.queue, &job.kind);
     if let (Some(ticket), Some(dependencies)) = (&ticket, &shared.dependencies) {
         // The rate limit's pacing: the turn the store gave (at most its max_wait
         // away, well within the lease), then this process's own spacing.

@@ -39,7 +39,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
     // Claims use the queue's lease; an executor whose kind has its own lease sets it
     // with a heartbeat right after starting.
     let claim_lease = {
-        let policies = shared.policies.current(&*shared.store).await;
+        let policies = shared.policies.cached();
         policies
             .queues
             .get(&queue.name)

@@ -215,7 +215,7 @@ pub(crate) async fn gate(
     jobs: &[Job],
 ) -> Result<Vec<Gate>, revenant_core::StoreError> {
     let mut gates: Vec<Gate> = vec![Gate::Run(None); jobs.len()];
-    let retry_policies = shared.policies.current(&*shared.store).await;
+    let retry_policies = shared.policies.cached();
     let mut by_key: Vec<(String, Vec<usize>)> = Vec::new();
     for (i, job) in jobs.iter().enumerate() {
         let Some(key) = deps.key_of(shared, job) else {

@@ -150,6 +150,15 @@ pub(crate) async fn run(
     let mut registry = every(config.registry_interval);
     let mut sweep = every(config.sweep_interval);
     let mut prune = every(config.prune_interval);
+    // The stored retry policies, read again off the attempts' path (the first tick is
+    // at once; the worker read them just before).
+    let mut policies = every(
+        shared
+            .policies
+            .refresh_interval()
+            .max(Duration::from_millis(100)),
+    );
+    policies.tick().await;
     // Never ticks when gauges are off (the branch below is disabled then).
     let mut gauges = every(config.queue_gauges.unwrap_or(Duration::from_secs(3600)));
     loop {
@@ -173,6 +182,11 @@ pub(crate) async fn run(
                         Ok(n) => tracing::info!(removed = n, "removed stale workers from the registry"),
                         Err(err) => tracing::warn!(error = %err, "stale worker removal failed"),
                     }
+                }
+            }
+            _ = policies.tick() => {
+                if let Err(err) = shared.policies.reload(&*shared.store).await {
+                    tracing::warn!(error = %err, "could not read the stored retry policies; using the last ones read");
                 }
             }
             _ = sweep.tick(), if config.enabled => sweep_once(&shared).await,

@@ -6,9 +6,12 @@
 //! `Client::with_policies`), and a stored policy of the same scope wins over them.
 //!
 //! Reads are cached: a snapshot is taken at most every [`Policies::DEFAULT_REFRESH`]
-//! (5 s), so a change reaches every producer and worker within that. Enqueues and
-//! settles never wait on more than one policy read per refresh, and a store that
-//! cannot be read keeps the last snapshot in use (logged), never failing a job for it.
+//! (5 s), so a change reaches every producer and worker within that. A worker reads
+//! the table once before its first claim and then in its maintenance loop, so a
+//! running attempt never waits on a store read for its policy (with the pool busy, that
+//! wait could outlast the lease); a producer's enqueue or a remote worker's settle
+//! reads it at most once per refresh. A store that cannot be read keeps the last
+//! snapshot in use (logged), never failing a job for it.
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -40,8 +43,9 @@ impl Policies {
         Policies::with_refresh(base, Self::DEFAULT_REFRESH)
     }
 
-    /// As [`Policies::new`], with another refresh interval (tests use zero: every
-    /// resolve reads the store).
+    /// As [`Policies::new`], with another refresh interval. Zero reads the store at
+    /// every use by a producer or a remote worker's settle; a worker's maintenance loop
+    /// reads it at most every 100 ms.
     pub fn with_refresh(base: PolicySet, refresh: Duration) -> Self {
         Policies {
             current: RwLock::new(Snapshot {
@@ -51,6 +55,11 @@ impl Policies {
             base,
             refresh,
         }
+    }
+
+    /// How often the snapshot is read again.
+    pub fn refresh_interval(&self) -> Duration {
+        self.refresh
     }
 
     /// What code declared, before the store's policies are laid over it.

@@ -548,6 +548,12 @@ impl Worker {
             dependencies,
             due_soon: crate::due_soon::DueSoon::new(self.poll_interval),
         });
+        // The stored policies, read once before the first claim; the maintenance loop
+        // reads them again every refresh interval. A store that cannot be read now
+        // leaves the policies declared in code until it can.
+        if let Err(err) = shared.policies.reload(&*shared.store).await {
+            tracing::warn!(error = %err, "could not read the stored retry policies at start; using the ones declared in code until the next refresh");
+        }
         let maintenance_task = tokio::spawn(maintenance::run(
             shared.clone(),
             self.maintenance.clone(),
