@@ -228,6 +228,10 @@ async fn four_worker_processes_send_one_probe_at_a_time_and_keep_the_rate_limit_
                         "work",
                         "-q",
                         "hooks=20",
+                        // The provider is on loopback, which the http kind refuses
+                        // unless told.
+                        "--allow-net",
+                        "127.0.0.1/32",
                         "--worker-id",
                         &format!("fleet-{i}"),
                         "--breaker-window",

@@ -135,11 +135,20 @@ fn a_stored_queue_policy_gives_three_attempts_and_dead_at_three() {
     let id = enqueued["id"].to_string();
 
     let _worker = Worker(
-        db.command(&["work", "-q", "q", "--no-breaker"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start revenant work"),
+        // 127.0.0.1:9 must stay a refused connection (transient), not a destination
+        // the outbound policy refuses (permanent): open it.
+        db.command(&[
+            "work",
+            "-q",
+            "q",
+            "--no-breaker",
+            "--allow-net",
+            "127.0.0.1/32",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start revenant work"),
     );
     let job = wait_finished(&db, &id);
     assert_eq!(job["status"], "dead", "{job}");

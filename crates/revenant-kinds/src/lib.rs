@@ -24,6 +24,20 @@
 //! `decode_error`. Their error messages carry what an operator needs at 3am: the status
 //! and the start of the response body, or the exit code and the tail of standard error.
 //!
+//! Both are safe by default against a producer who controls the payload (the threat
+//! model is in `docs/security.md`):
+//!
+//! - `http` refuses internal destinations (loopback, link-local and cloud metadata,
+//!   private ranges and the like), checked on the addresses actually connected to,
+//!   unless [`HttpHandler::builder`] allows them ([`OutboundPolicy`]);
+//! - `exec` runs only the programs given to [`ExecHandler::allow`], each resolved to
+//!   one file when the worker starts, and lets a payload set only the environment
+//!   variables ([`ExecHandler::allow_env`], never `PATH`, `LD_*`, `DYLD_*`) and working
+//!   directories ([`ExecHandler::allow_cwd`]) the operator allows.
+//!
+//! A refusal is a permanent failure naming the field or the rule, and nothing is sent
+//! or run.
+//!
 //! Unix only: the `exec` kind needs process groups and signals.
 
 pub mod exec;
@@ -31,15 +45,20 @@ pub mod http;
 
 mod excerpt;
 
-pub use exec::{ExecHandler, ExecPayload};
-pub use http::{HttpClientError, HttpHandler, HttpPayload};
+pub use exec::{ExecConfigError, ExecHandler, ExecPayload};
+pub use http::{
+    DestinationRefused, HttpClientError, HttpHandler, HttpHandlerBuilder, HttpPayload,
+    OutboundPolicy, OutboundPolicyError,
+};
 
 use revenant_runtime::WorkerBuilder;
 
 /// The kinds [`register_builtin`] adds, in that order.
 pub const BUILTIN_KINDS: [&str; 2] = ["http", "exec"];
 
-/// Registers the `http` and `exec` handlers, with their defaults, on `builder`.
+/// Registers the `http` and `exec` handlers, with their defaults, on `builder`: `http`
+/// with the default outbound policy (internal destinations refused), `exec` with no
+/// command list, no `env` and no `cwd` allowed.
 ///
 /// A kind already registered on the builder is reported by
 /// [`WorkerBuilder::build`] as a duplicate, like any other.
@@ -47,9 +66,10 @@ pub const BUILTIN_KINDS: [&str; 2] = ["http", "exec"];
 /// Fails only when the `http` kind's client cannot be built (its TLS backend failed to
 /// initialise).
 ///
-/// **Security:** the `exec` kind runs any program a job names, as the worker's user.
-/// Register the handlers one by one (`builder.handler(HttpHandler::new()?)`) to serve
-/// only `http`.
+/// **Security:** the `exec` kind registered here runs any program a job names, as the
+/// worker's user. Register the handlers one by one to serve only `http`
+/// (`builder.handler(HttpHandler::new()?)`), or `exec` with an allow list
+/// (`ExecHandler::new().allow([...])?`).
 pub fn register_builtin(builder: WorkerBuilder) -> Result<WorkerBuilder, HttpClientError> {
     Ok(builder
         .handler(HttpHandler::new()?)

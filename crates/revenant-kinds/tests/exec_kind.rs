@@ -239,7 +239,12 @@ async fn standard_input_receives_the_payload_input_as_json() {
 #[tokio::test]
 async fn env_args_and_cwd_reach_the_command() {
     let dir = tempfile::tempdir().unwrap();
-    let outcome = run_payload(json!({
+    let handler = ExecHandler::new()
+        .allow_env(["GREETING"])
+        .unwrap()
+        .allow_cwd([dir.path()])
+        .unwrap();
+    let outcome = run(&handler, context(1, 1, LONG), json!({
         "command": "sh",
         "args": ["-c", "test \"$GREETING $1\" = 'hello world' && test \"$(pwd -P)\" = \"$2\"", "sh", "world",
                  dir.path().canonicalize().unwrap()],
@@ -273,7 +278,7 @@ async fn a_command_that_leaves_children_behind_does_not_hang_the_attempt() {
 async fn a_command_off_the_allow_list_is_permanent_and_runs_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");
-    let handler = ExecHandler::new().allow(["true"]);
+    let handler = ExecHandler::new().allow(["true"]).unwrap();
     let payload = json!({ "command": "touch", "args": [marker.to_str().unwrap()] });
     let outcome = run(&handler, context(1, 1, LONG), payload).await;
     assert!(matches!(outcome, Outcome::Permanent { .. }), "{outcome:?}");

@@ -1,5 +1,8 @@
 //! The `http` kind against a loopback server: each answer class, `Retry-After` in both
 //! forms, timeouts, a refused connection, the idempotency headers, the body excerpt.
+//!
+//! The handler here allows 127.0.0.1/32, as an operator would to reach a provider on
+//! the worker's own host; `outbound_policy.rs` tests what the default refuses.
 
 mod attempt;
 mod loopback;
@@ -34,8 +37,18 @@ async fn provider() -> Server {
     .await
 }
 
+/// A handler whose outbound policy allows the loopback test server, and nothing else
+/// internal.
+fn loopback_handler() -> HttpHandler {
+    HttpHandler::builder()
+        .allow_net("127.0.0.1/32")
+        .unwrap()
+        .build()
+        .unwrap()
+}
+
 async fn deliver(url: &str) -> Outcome {
-    let handler = HttpHandler::new().unwrap();
+    let handler = loopback_handler();
     run(
         &handler,
         context(1, 1, LONG),
@@ -147,7 +160,7 @@ async fn an_unreadable_retry_after_falls_back_to_the_backoff() {
 #[tokio::test]
 async fn a_slow_server_times_out_as_a_transient_failure() {
     let server = Server::start(|_| Reply::status(200).delay(Duration::from_secs(10))).await;
-    let handler = HttpHandler::new().unwrap();
+    let handler = loopback_handler();
     let started = std::time::Instant::now();
     let outcome = run(
         &handler,
@@ -170,7 +183,7 @@ async fn a_slow_server_times_out_as_a_transient_failure() {
 #[tokio::test]
 async fn the_attempt_deadline_bounds_a_longer_request_timeout() {
     let server = Server::start(|_| Reply::status(200).delay(Duration::from_secs(10))).await;
-    let handler = HttpHandler::new().unwrap();
+    let handler = loopback_handler();
     let started = std::time::Instant::now();
     let outcome = run(
         &handler,
@@ -189,7 +202,7 @@ async fn the_attempt_deadline_bounds_a_longer_request_timeout() {
 #[tokio::test]
 async fn cancellation_cuts_the_request_short() {
     let server = Server::start(|_| Reply::status(200).delay(Duration::from_secs(10))).await;
-    let handler = HttpHandler::new().unwrap();
+    let handler = loopback_handler();
     let ctx = context(1, 1, LONG);
     let token = ctx.cancellation().clone();
     tokio::spawn(async move {
@@ -219,7 +232,7 @@ async fn a_refused_connection_is_transient() {
 #[tokio::test]
 async fn the_receiver_gets_the_idempotency_headers_and_the_body() {
     let server = Server::start(|_| Reply::status(204)).await;
-    let handler = HttpHandler::new().unwrap();
+    let handler = loopback_handler();
     let outcome = run(
         &handler,
         context(4242, 3, LONG),
@@ -249,7 +262,7 @@ async fn the_receiver_gets_the_idempotency_headers_and_the_body() {
 #[tokio::test]
 async fn an_idempotency_key_in_the_payload_wins_over_the_job_id() {
     let server = Server::start(|_| Reply::status(200)).await;
-    let handler = HttpHandler::new().unwrap();
+    let handler = loopback_handler();
     let outcome = run(
         &handler,
         context(7, 1, LONG),

@@ -1,6 +1,11 @@
 //! `revenant work`: a worker for the built-in kinds (`http`, and `exec` for the
 //! commands you allow), until SIGTERM or Ctrl-C.
 //!
+//! Both kinds run what producers enqueue, so both are closed by default: `http`
+//! refuses internal destinations unless `--allow-net` opens them, and `exec` runs only
+//! the `--allow-exec` commands, with only the `--allow-exec-env` variables and
+//! `--allow-exec-cwd` directories a job may choose (docs/security.md).
+//!
 //! It protects the dependencies its jobs call (an `http` job's is its payload's
 //! `dependency`, else its URL's host): a circuit breaker and a retry budget per key,
 //! and the rate limits given with `--rate-limit`, all shared with every other worker
@@ -28,11 +33,28 @@ pub struct WorkArgs {
     /// Jobs run at once per queue, when `NAME=CONCURRENCY` does not say.
     #[arg(long, default_value_t = 10)]
     pub concurrency: usize,
-    /// Serve the `exec` kind for this command (exactly as jobs name it). Repeat for
-    /// several. Without it, `exec` jobs are dead at once as `unknown_kind`: whoever
-    /// can enqueue could otherwise run any program on this machine.
+    /// Let `http` jobs reach this internal destination: a CIDR (10.20.0.0/16), an IP
+    /// address (127.0.0.1) or a host name (every address it resolves to). Repeat for
+    /// several. By default loopback, link-local (cloud metadata), private and other
+    /// internal ranges are refused: a producer could otherwise read them through the
+    /// worker (see docs/security.md).
+    #[arg(long = "allow-net", value_name = "CIDR_OR_HOST")]
+    pub allow_net: Vec<String>,
+    /// Serve the `exec` kind for this command, as jobs name it: a bare name is looked
+    /// up in this worker's PATH now, and that file is what runs. Repeat for several.
+    /// Without it, `exec` jobs are dead at once as `unknown_kind`: whoever can enqueue
+    /// could otherwise run any program on this machine.
     #[arg(long = "allow-exec", value_name = "COMMAND")]
     pub allow_exec: Vec<String>,
+    /// Let `exec` jobs set this environment variable in their payload's `env`. Repeat
+    /// for several. Default none. PATH, LD_* and DYLD_* are never allowed.
+    #[arg(long = "allow-exec-env", value_name = "NAME", requires = "allow_exec")]
+    pub allow_exec_env: Vec<String>,
+    /// Let `exec` jobs run in this directory or below it (their `cwd`, judged after
+    /// resolving `..` and symbolic links). Repeat for several. Default none: a job's
+    /// `cwd` is refused.
+    #[arg(long = "allow-exec-cwd", value_name = "DIR", requires = "allow_exec")]
+    pub allow_exec_cwd: Vec<PathBuf>,
     /// Retry-policy flags a worker once took. Hidden, and refused with a pointer to
     /// `revenant policy set`: a worker cannot change the attempts a job was enqueued
     /// with, and two workers with different flags would retry one job on two schedules.
@@ -126,12 +148,9 @@ pub async fn run(client: &Client, args: WorkArgs) -> Result<ExitCode, CliError> 
     for (queue, concurrency) in &queues {
         builder = builder.queue(queue.clone(), *concurrency);
     }
-    builder = builder.handler(
-        HttpHandler::new()
-            .map_err(|err| CliError::Failed(format!("cannot start the http kind: {err}")))?,
-    );
+    builder = builder.handler(http_handler(&args.allow_net)?);
     if !args.allow_exec.is_empty() {
-        builder = builder.handler(ExecHandler::new().allow(args.allow_exec.iter().cloned()));
+        builder = builder.handler(exec_handler(&args)?);
     }
     if let Some(id) = &args.worker_id {
         builder = builder.worker_id(id.clone());
@@ -172,13 +191,18 @@ pub async fn run(client: &Client, args: WorkArgs) -> Result<ExitCode, CliError> 
         .build()
         .map_err(|err| InputError::new("worker", err.to_string()))?;
     eprintln!(
-        "revenant worker {} serving {} (kinds: http{}; {}); stop with Ctrl-C or SIGTERM",
+        "revenant worker {} serving {} (kinds: http{}{}; {}); stop with Ctrl-C or SIGTERM",
         worker.id(),
         queues
             .iter()
             .map(|(q, c)| format!("{q}={c}"))
             .collect::<Vec<_>>()
             .join(", "),
+        if args.allow_net.is_empty() {
+            " to public addresses".to_string()
+        } else {
+            format!(" to public addresses and {}", args.allow_net.join(" "))
+        },
         if args.allow_exec.is_empty() {
             String::new()
         } else {
@@ -196,6 +220,30 @@ pub async fn run(client: &Client, args: WorkArgs) -> Result<ExitCode, CliError> 
         .map_err(|err| CliError::Failed(err.to_string()))?;
     eprintln!("revenant worker stopped cleanly");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `http` kind with the outbound policy the `--allow-net` flags open.
+fn http_handler(allow_net: &[String]) -> Result<HttpHandler, CliError> {
+    let mut http = HttpHandler::builder();
+    for spec in allow_net {
+        http = http
+            .allow_net(spec)
+            .map_err(|err| InputError::new("--allow-net", err.to_string()))?;
+    }
+    http.build()
+        .map_err(|err| CliError::Failed(format!("cannot start the http kind: {err}")))
+}
+
+/// The `exec` kind with the commands, variables and directories the flags allow, each
+/// checked now so a worker that cannot do what it was told does not start.
+fn exec_handler(args: &WorkArgs) -> Result<ExecHandler, InputError> {
+    ExecHandler::new()
+        .allow(args.allow_exec.iter().cloned())
+        .map_err(|err| InputError::new("--allow-exec", err.to_string()))?
+        .allow_env(&args.allow_exec_env)
+        .map_err(|err| InputError::new("--allow-exec-env", err.to_string()))?
+        .allow_cwd(&args.allow_exec_cwd)
+        .map_err(|err| InputError::new("--allow-exec-cwd", err.to_string()))
 }
 
 fn queues(args: &WorkArgs) -> Result<Vec<(String, usize)>, InputError> {

@@ -3,6 +3,7 @@
 //!
 //! See [`ExecPayload`] for the payload and [`ExecHandler`] for what each ending means.
 
+mod allow;
 mod payload;
 mod process_group;
 
@@ -17,6 +18,8 @@ use revenant_core::duration;
 use revenant_runtime::{Handler, JobContext, JobError};
 
 use crate::excerpt::TailBuffer;
+use allow::Allowed;
+pub use allow::ExecConfigError;
 pub use payload::ExecPayload;
 use process_group::ProcessGroup;
 
@@ -36,7 +39,8 @@ pub const EX_TEMPFAIL: i32 = 75;
 /// Runs the `exec` kind's commands ([`ExecPayload`]).
 ///
 /// The command runs directly (no shell) in a process group of its own, with the
-/// payload on standard input and the worker's environment plus the payload's `env`.
+/// payload on standard input and the worker's environment plus the payload's `env`
+/// (only the variables the operator allows).
 ///
 /// | ending | outcome |
 /// | --- | --- |
@@ -47,28 +51,43 @@ pub const EX_TEMPFAIL: i32 = 75;
 /// | past its timeout, or the attempt cancelled | the whole process group gets SIGTERM, then SIGKILL after the grace; retry |
 /// | the program does not exist or is not executable | permanent |
 /// | a payload that fails its checks | permanent, naming the field |
+/// | a command, variable or directory the worker does not allow | permanent, naming the field; nothing runs |
 ///
 /// Error messages end with the last 2 KiB of standard error. Standard output is read
 /// and dropped (its last 1 KiB is logged at `debug`). Anything the command leaves
 /// running in its process group is killed when it exits; a process that escapes the
 /// group (`setsid`, double fork into a new group) is beyond reach.
 ///
-/// **Security:** whoever can enqueue an `exec` job can run a program as the worker's
-/// user. [`ExecHandler::allow`] limits the programs to a list (the `revenant work`
-/// command always sets one); a command outside it is a permanent failure that runs
-/// nothing. Without a list, any program may run: serve the kind only on queues whose
-/// producers you trust as much as a shell on the worker.
+/// **Security:** a producer controls the payload entirely, so the handler decides
+/// what it may change:
+///
+/// - the program: [`ExecHandler::allow`] limits the commands to a list (the
+///   `revenant work` command always sets one), each resolved to one file when the
+///   handler is configured; a command outside it is a permanent failure that runs
+///   nothing. Without a list, any program may run: serve the kind only on queues whose
+///   producers you trust as much as a shell on the worker;
+/// - the environment: a payload may set only the variables given to
+///   [`ExecHandler::allow_env`] (default none), and never `PATH`, `LD_*` or `DYLD_*`;
+/// - the working directory: a payload's `cwd` must be inside a directory given to
+///   [`ExecHandler::allow_cwd`] (default none: `cwd` refused), after resolving `..`
+///   and symbolic links;
+/// - the arguments and standard input are the producer's: allow only programs that are
+///   safe whatever arguments they get (`find -exec`, `git -c`, `sh -c`, interpreters
+///   and `env` run anything), or a wrapper script that checks them.
+///
+/// The command inherits the worker's own environment: keep secrets the jobs should not
+/// read out of it.
 #[derive(Debug, Clone)]
 pub struct ExecHandler {
     kill_grace: Duration,
-    allowed: Option<std::collections::BTreeSet<String>>,
+    allowed: Allowed,
 }
 
 impl Default for ExecHandler {
     fn default() -> Self {
         ExecHandler {
             kill_grace: Self::DEFAULT_KILL_GRACE,
-            allowed: None,
+            allowed: Allowed::default(),
         }
     }
 }
@@ -91,15 +110,58 @@ impl ExecHandler {
         self
     }
 
-    /// Runs only these commands, compared with the payload's `command` exactly as
-    /// written (`/usr/bin/convert` and `convert` are different entries). Default: any.
-    pub fn allow<I, S>(mut self, commands: I) -> Self
+    /// Runs only these commands (adding to any given before). Default: any.
+    ///
+    /// Each is resolved to one file now: a bare name (`convert`) in the worker's own
+    /// `PATH`, a path made absolute against the worker's directory. A job names the
+    /// command as written here, or by the absolute path it resolved to, and that file
+    /// runs, whatever `PATH` or `cwd` the job would like. Refused when a command is not
+    /// found or is not an executable file.
+    pub fn allow<I, S>(mut self, commands: I) -> Result<Self, ExecConfigError>
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.allowed = Some(commands.into_iter().map(Into::into).collect());
-        self
+        let list = self.allowed.commands.get_or_insert_with(Default::default);
+        for command in commands {
+            let command = command.into();
+            let path = allow::resolve_program(&command)?;
+            list.insert(command, path);
+        }
+        Ok(self)
+    }
+
+    /// Lets jobs set these environment variables in their payload's `env` (adding to
+    /// any given before). Default none: a job's `env` is refused. `PATH`, `LD_*` and
+    /// `DYLD_*` are refused here: they choose which code runs.
+    pub fn allow_env<I, S>(mut self, names: I) -> Result<Self, ExecConfigError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        for name in names {
+            let name = allow::env_name(name.as_ref())?;
+            self.allowed.env.insert(name);
+        }
+        Ok(self)
+    }
+
+    /// Lets jobs run in these directories, or below them (adding to any given before).
+    /// Default none: a job's `cwd` is refused. Each must exist now; it is kept
+    /// canonical, and a job's `cwd` is canonicalized (`..` and symbolic links
+    /// resolved) before it is compared.
+    pub fn allow_cwd<I, P>(mut self, dirs: I) -> Result<Self, ExecConfigError>
+    where
+        I: IntoIterator<Item = P>,
+        P: AsRef<std::path::Path>,
+    {
+        for dir in dirs {
+            let root = allow::cwd_root(dir.as_ref())?;
+            if !self.allowed.cwd_roots.contains(&root) {
+                self.allowed.cwd_roots.push(root);
+            }
+        }
+        Ok(self)
     }
 
     /// How long the command may run: the payload's timeout, cut so that the SIGTERM
@@ -125,20 +187,20 @@ impl Handler for ExecHandler {
     type Payload = ExecPayload;
 
     async fn run(&self, ctx: JobContext, payload: ExecPayload) -> Result<(), JobError> {
-        if let Some(allowed) = &self.allowed {
-            if !allowed.contains(&payload.command) {
-                return Err(JobError::permanent(format!(
-                    "exec payload: command {:?} is not on this worker's allow list",
-                    payload.command
-                )));
-            }
-        }
+        let file = self.allowed.program(&payload.command)?;
         let command = payload.validate()?;
+        self.allowed.check_env(command.env.keys())?;
+        let cwd = match &command.cwd {
+            Some(cwd) => Some(self.allowed.check_cwd(cwd)?),
+            None => None,
+        };
+        // Messages name the program as the job wrote it.
         let program = command.program.clone();
         let limit = self.limit(&ctx, command.timeout);
 
-        let mut cmd = tokio::process::Command::new(&command.program);
-        cmd.args(&command.args)
+        let mut cmd = tokio::process::Command::new(&file);
+        cmd.arg0(&command.program)
+            .args(&command.args)
             .envs(&command.env)
             .stdin(if command.stdin.is_some() {
                 Stdio::piped()
@@ -151,7 +213,7 @@ impl Handler for ExecHandler {
             // started, and a Ctrl-C on the worker's terminal does not reach it.
             .process_group(0)
             .kill_on_drop(true);
-        if let Some(cwd) = &command.cwd {
+        if let Some(cwd) = &cwd {
             cmd.current_dir(cwd);
         }
         let mut child = cmd.spawn().map_err(|err| spawn_error(&program, err))?;

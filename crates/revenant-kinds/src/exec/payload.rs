@@ -23,17 +23,21 @@ use revenant_runtime::JobError;
 pub struct ExecPayload {
     /// The program: a path, or a name looked up in the worker's `PATH`. Run directly,
     /// not through a shell (use `"command": "sh", "args": ["-c", "..."]` for one).
-    /// Required. A program that does not exist is a permanent failure.
+    /// Required. A program that does not exist is a permanent failure. On a worker
+    /// with an allow list, one of its entries as written (or the absolute path it
+    /// resolved to when the worker started), and that file runs.
     pub command: String,
     /// Its arguments. Default none.
     #[serde(default)]
     pub args: Vec<String>,
     /// Variables added to (or replacing in) the worker's environment. Default none:
-    /// the command inherits the worker's environment as it is.
+    /// the command inherits the worker's environment as it is. Only the variables the
+    /// worker allows (`--allow-exec-env`); never `PATH`, `LD_*` or `DYLD_*`.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// The working directory. Default: the worker's. A directory that does not exist
-    /// is a permanent failure.
+    /// The working directory. Default: the worker's. Only inside a directory the
+    /// worker allows (`--allow-exec-cwd`), judged after resolving `..` and symbolic
+    /// links. A directory that does not exist is a permanent failure.
     #[serde(default)]
     pub cwd: Option<PathBuf>,
     /// Text written to standard input as it is. At most one of `stdin` and `input`.
@@ -88,14 +92,8 @@ impl ExecPayload {
                 return Err(invalid(&format!("env.{name}"), "value contains a NUL byte"));
             }
         }
-        if let Some(cwd) = &self.cwd {
-            if !cwd.is_dir() {
-                return Err(invalid(
-                    "cwd",
-                    format!("{} is not a directory on this worker", cwd.display()),
-                ));
-            }
-        }
+        // `cwd` is checked by the handler, against the directories the worker allows,
+        // before anything reveals whether it exists.
         let stdin = match (&self.stdin, &self.input) {
             (Some(_), Some(_)) => {
                 return Err(invalid(
@@ -155,9 +153,6 @@ mod tests {
         let mut p = payload();
         p.env.insert("A=B".into(), "x".into());
         assert!(refusal(p).starts_with("exec payload: env.A=B:"));
-        let mut p = payload();
-        p.cwd = Some("/definitely/not/here".into());
-        assert!(refusal(p).starts_with("exec payload: cwd:"));
         let mut p = payload();
         p.stdin = Some("x".into());
         p.input = Some(serde_json::json!(1));

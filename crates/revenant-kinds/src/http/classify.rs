@@ -95,6 +95,11 @@ pub(crate) fn retry_after(value: &[u8], now: SystemTime) -> Option<Duration> {
 pub(crate) fn transport(err: reqwest::Error, target: &str) -> JobError {
     // reqwest's message names the full URL; `target` already names it without secrets.
     let err = err.without_url();
+    if let Some(refused) = refusal_in(&err) {
+        // The resolver found only addresses the outbound policy refuses: that will
+        // not change by retrying, and nothing was sent.
+        return JobError::permanent(format!("{refused} [{target}]"));
+    }
     let message = format!("{target}: {}", chain(&err));
     if err.is_builder() {
         // The request could not even be built from the payload: it never will be.
@@ -104,6 +109,20 @@ pub(crate) fn transport(err: reqwest::Error, target: &str) -> JobError {
         // other side may be back soon.
         JobError::retry(message)
     }
+}
+
+/// The outbound policy's refusal, when it is among `err`'s causes.
+fn refusal_in<'a>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a super::DestinationRefused> {
+    let mut cause = Some(err);
+    while let Some(current) = cause {
+        if let Some(refused) = current.downcast_ref::<super::DestinationRefused>() {
+            return Some(refused);
+        }
+        cause = current.source();
+    }
+    None
 }
 
 /// The error and its causes, `: `-joined (reqwest's own message is "error sending

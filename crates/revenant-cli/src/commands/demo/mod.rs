@@ -268,7 +268,13 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CliError> {
     let worker = builder
         .queue(QUEUE, args.concurrency)
         .handler(stamped::StampedHttp::new(
-            HttpHandler::new().map_err(|err| CliError::Failed(err.to_string()))?,
+            // The fake provider listens on 127.0.0.1, which the http kind's outbound
+            // policy refuses by default: the demo opens exactly that address.
+            HttpHandler::builder()
+                .allow_net("127.0.0.1/32")
+                .map_err(|err| CliError::Failed(err.to_string()))?
+                .build()
+                .map_err(|err| CliError::Failed(err.to_string()))?,
             clock,
         ))
         .worker_id("revenant-demo")
