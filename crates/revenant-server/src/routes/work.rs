@@ -70,13 +70,18 @@ pub struct ClaimResponse {
 ///
 /// The worker is recorded in the registry first (host: the address the request came
 /// from; pid 0), so remote workers count in `workers_alive` like local ones. It is
-/// seen as serving every queue it claimed from while it stays alive.
+/// seen as serving every queue it claimed from while it stays alive. A token limited
+/// to queues claims only from them (403 naming `queue` otherwise, nothing recorded),
+/// and its worker is recorded as `TOKEN_NAME/worker`.
 pub async fn claim(
     State(state): State<AppState>,
     extensions: Extensions,
-    JsonBody(body): JsonBody<ClaimBody>,
+    reach: Reach,
+    JsonBody(mut body): JsonBody<ClaimBody>,
 ) -> Result<Json<ClaimResponse>, ApiError> {
     names::validate_name("queue", &body.queue)?;
+    reach.check("queue", &body.queue)?;
+    body.worker = reach.worker_name(&body.worker);
     names::validate_key("worker", &body.worker)?;
     let limit = match body.limit {
         None => 1,
