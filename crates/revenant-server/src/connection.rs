@@ -17,7 +17,7 @@ use axum::extract::{ConnectInfo, Request};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tower::ServiceExt;
@@ -147,9 +147,9 @@ pub async fn serve(
             app.clone().oneshot(request.map(Body::new))
         });
         let mut builder = hyper::server::conn::http1::Builder::new();
+        // As axum::serve does otherwise: no timer, so no header read timeout that
+        // would close a remote worker's idle keep-alive connection under it.
         builder
-            .timer(TokioTimer::new())
-            .header_read_timeout(Duration::from_secs(30))
             .max_buf_size(HEAD_BUFFER)
             .max_headers(PARSED_HEADERS);
         let connection =

@@ -247,6 +247,12 @@ async fn body_less_routes_refuse_bodies_and_every_refusal_is_json(backend: Backe
     assert_eq!(answer.0, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
     assert_eq!(answer.1["error"]["code"], "headers_too_large");
 
+    // A rejection the framework makes by itself (a dashboard path that is not UTF-8)
+    // comes in the same shape.
+    let answer = json_of(s.raw(Method::GET, "/ui/%FF").send().await.unwrap()).await;
+    assert_eq!(answer.0, StatusCode::BAD_REQUEST, "{}", answer.1);
+    assert_eq!(answer.1["error"]["code"], "bad_request", "{}", answer.1);
+
     // A repeated query parameter is named.
     for (path, field) in [
         ("/v1/jobs?limit=1&limit=2", "limit"),
