@@ -14,14 +14,27 @@
 //! the time taken says nothing about how much of a token was right, nor its length,
 //! nor which token matched.
 //!
+//! A token may be limited to queues (`queues = ["emails"]` in the config file,
+//! `NAME:SCOPES@QUEUE,QUEUE:TOKEN` in `REVENANT_TOKENS`). Its `produce` and `work`
+//! scopes then reach those queues only: it enqueues into them, claims from them, and
+//! settles only their jobs; a job of another queue answers as if it did not exist.
+//! Every worker name it registers is prefixed with `TOKEN_NAME/`, so it cannot pass
+//! for another token's workers. A limited token cannot hold `admin` (the operator
+//! routes read and change every queue). The route handlers read the limit from the
+//! [`Reach`] the check adds to the request.
+//!
 //! With no token configured every route is open; [`crate::check_listen`] makes sure
-//! that only happens on a loopback address.
+//! that only happens on a loopback address, and [`crate::loopback`] that only this
+//! machine's programs, not the web pages its browser shows, reach it.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::header;
+use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::Response;
 use sha2::{Digest, Sha256};
@@ -79,6 +92,7 @@ pub struct Token {
     name: String,
     digest: [u8; 32],
     scopes: Vec<Scope>,
+    queues: Option<Arc<BTreeSet<String>>>,
 }
 
 impl fmt::Debug for Token {
@@ -87,6 +101,7 @@ impl fmt::Debug for Token {
         f.debug_struct("Token")
             .field("name", &self.name)
             .field("scopes", &self.scopes)
+            .field("queues", &self.queues)
             .finish_non_exhaustive()
     }
 }
@@ -104,7 +119,20 @@ impl Token {
             name: name.into(),
             digest,
             scopes,
+            queues: None,
         }
+    }
+
+    /// This token, its `produce` and `work` scopes limited to `queues`. The caller
+    /// checks the names (the config readers do) and that the token is not `admin`.
+    pub fn limited_to(mut self, queues: impl IntoIterator<Item = String>) -> Self {
+        self.queues = Some(Arc::new(queues.into_iter().collect()));
+        self
+    }
+
+    /// The queues it is limited to; `None`: every queue.
+    pub fn queues(&self) -> Option<&BTreeSet<String>> {
+        self.queues.as_deref()
     }
 
     /// The token's name.
@@ -178,6 +206,87 @@ impl Tokens {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller(pub Option<String>);
 
+/// The queues a request may reach, and what its worker names become: added to every
+/// checked request's extensions next to [`Caller`], and an extractor for handlers.
+/// Unlimited without tokens, for an unlimited token, and on the open routes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reach {
+    limit: Option<(String, Arc<BTreeSet<String>>)>,
+}
+
+impl Reach {
+    /// Every queue.
+    pub fn unlimited() -> Self {
+        Reach::default()
+    }
+
+    /// What `token` reaches.
+    pub fn of(token: &Token) -> Self {
+        Reach {
+            limit: token
+                .queues
+                .as_ref()
+                .map(|queues| (token.name.clone(), Arc::clone(queues))),
+        }
+    }
+
+    /// Whether the request is limited to some queues.
+    pub fn is_limited(&self) -> bool {
+        self.limit.is_some()
+    }
+
+    /// Whether `queue` is reachable.
+    pub fn allows(&self, queue: &str) -> bool {
+        self.limit
+            .as_ref()
+            .is_none_or(|(_, queues)| queues.contains(queue))
+    }
+
+    /// 403 `forbidden` naming `field` unless `queue` is reachable.
+    pub fn check(&self, field: &str, queue: &str) -> Result<(), ApiError> {
+        match &self.limit {
+            Some((name, queues)) if !queues.contains(queue) => Err(ApiError::at(
+                ErrorCode::Forbidden,
+                field,
+                format!(
+                    "token {name:?} is limited to the queues {}; {queue:?} is not one of them",
+                    queues
+                        .iter()
+                        .map(String::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The name a worker is registered and recorded under: `worker` itself for an
+    /// unlimited request; `TOKEN_NAME/worker` for a limited one (unchanged if it
+    /// already has that prefix), so a limited token can only name workers of its own.
+    pub fn worker_name(&self, worker: &str) -> String {
+        match &self.limit {
+            None => worker.to_string(),
+            Some((name, _)) => {
+                let prefix = format!("{name}/");
+                if worker.starts_with(&prefix) {
+                    worker.to_string()
+                } else {
+                    format!("{prefix}{worker}")
+                }
+            }
+        }
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Reach {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        Ok(parts.extensions.get::<Reach>().cloned().unwrap_or_default())
+    }
+}
+
 /// The state of one route's check: the tokens and the scope the route needs.
 #[derive(Debug, Clone)]
 pub struct RequireScope {
@@ -195,17 +304,18 @@ pub async fn require_scope(
     mut request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let caller = authorize(&check, request.headers().get(header::AUTHORIZATION))?;
+    let (caller, reach) = authorize(&check, request.headers().get(header::AUTHORIZATION))?;
     request.extensions_mut().insert(caller);
+    request.extensions_mut().insert(reach);
     Ok(next.run(request).await)
 }
 
 fn authorize(
     check: &RequireScope,
     header: Option<&axum::http::HeaderValue>,
-) -> Result<Caller, ApiError> {
+) -> Result<(Caller, Reach), ApiError> {
     if check.tokens.is_empty() {
-        return Ok(Caller(None));
+        return Ok((Caller(None), Reach::unlimited()));
     }
     let scope = check.scope;
     let Some(header) = header else {
@@ -245,7 +355,7 @@ fn authorize(
             ),
         ));
     }
-    Ok(Caller(Some(token.name.clone())))
+    Ok((Caller(Some(token.name.clone())), Reach::of(token)))
 }
 
 #[cfg(test)]
@@ -299,7 +409,7 @@ mod tests {
         let ok = |scope, token| authorize(&check(scope), Some(&bearer(token)));
         assert_eq!(
             ok(Scope::Produce, "p-0123456789abcdef").unwrap(),
-            Caller(Some("producer".into()))
+            (Caller(Some("producer".into())), Reach::unlimited())
         );
         assert_eq!(
             ok(Scope::Work, "p-0123456789abcdef").unwrap_err().code,
@@ -339,7 +449,32 @@ mod tests {
             tokens: Arc::new(Tokens::default()),
             scope: Scope::Admin,
         };
-        assert_eq!(authorize(&open, None).unwrap(), Caller(None));
+        assert_eq!(
+            authorize(&open, None).unwrap(),
+            (Caller(None), Reach::unlimited())
+        );
+    }
+
+    #[test]
+    fn a_limited_token_reaches_its_queues_and_names_only_its_own_workers() {
+        let token = Token::new("mailer", "m-0123456789abcdef", vec![Scope::Work])
+            .limited_to(["emails".to_string(), "webhooks".to_string()]);
+        let reach = Reach::of(&token);
+        assert!(reach.is_limited());
+        assert!(reach.allows("emails") && reach.allows("webhooks"));
+        assert!(!reach.allows("billing") && !reach.allows("email"));
+        let err = reach.check("queue", "billing").unwrap_err();
+        assert_eq!(err.code, ErrorCode::Forbidden);
+        assert_eq!(err.field.as_deref(), Some("queue"));
+        assert!(err.message.contains("emails, webhooks"), "{}", err.message);
+        assert_eq!(reach.worker_name("w1"), "mailer/w1");
+        assert_eq!(reach.worker_name("mailer/w1"), "mailer/w1");
+        assert_eq!(reach.worker_name("other/w1"), "mailer/other/w1");
+
+        let open = Reach::of(&Token::new("ops", "a-0123456789abcdef", vec![Scope::Admin]));
+        assert!(!open.is_limited() && open.allows("billing"));
+        assert_eq!(open.worker_name("w1"), "w1");
+        assert!(open.check("queue", "billing").is_ok());
     }
 
     #[test]

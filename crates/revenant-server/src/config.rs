@@ -18,12 +18,24 @@
 //! name = "ops"
 //! token_sha256 = "9f86d0...0f00a08"  # the SHA-256 of the token, in hex, instead of it
 //! scopes = ["admin"]
+//!
+//! [[tokens]]
+//! name = "mailer"
+//! token = "..."
+//! scopes = ["work", "produce"]
+//! queues = ["emails"]              # produce and work reach these queues only
+//!
+//! # The kinds POST /v1/jobs accepts per queue ("*": every queue). See queue_rules.
+//! [queues."*"]
+//! deny_kinds = ["exec", "http"]
 //! ```
 //!
 //! `REVENANT_TOKENS` holds more, separated by spaces or new lines, each
-//! `NAME:SCOPE[,SCOPE...]:TOKEN`: `billing:produce:s3cr3t-s3cr3t-s3cr3t ops:admin:...`.
+//! `NAME:SCOPE[,SCOPE...][@QUEUE[,QUEUE...]]:TOKEN`:
+//! `billing:produce@emails,webhooks:s3cr3t-s3cr3t-s3cr3t ops:admin:...`. (A queue
+//! whose name holds `:` can only be given in the file.)
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -32,6 +44,7 @@ use revenant::names;
 use serde::Deserialize;
 
 use crate::auth::{Scope, Token, Tokens};
+use crate::queue_rules::{QueueRule, QueueRules, EVERY_QUEUE};
 
 /// The shortest token accepted: 16 characters, so a token is not a password someone
 /// can guess. `openssl rand -hex 32` makes a good one.
@@ -104,6 +117,17 @@ struct FileConfig {
     alerts: Option<PathBuf>,
     #[serde(default)]
     tokens: Vec<FileToken>,
+    #[serde(default)]
+    queues: BTreeMap<String, FileQueue>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileQueue {
+    #[serde(default)]
+    kinds: Option<Vec<String>>,
+    #[serde(default)]
+    deny_kinds: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -115,6 +139,8 @@ struct FileToken {
     #[serde(default)]
     token_sha256: Option<String>,
     scopes: Vec<String>,
+    #[serde(default)]
+    queues: Option<Vec<String>>,
 }
 
 /// What the config file holds.
@@ -124,6 +150,8 @@ pub struct FileSettings {
     pub tokens: Vec<Token>,
     /// Its alert rules file, resolved against the config file's directory.
     pub alerts: Option<PathBuf>,
+    /// Its `[queues.NAME]` tables.
+    pub queue_rules: QueueRules,
 }
 
 /// Reads a config file (see the module docs).
@@ -167,17 +195,53 @@ pub fn parse_file(text: &str, path: &Path) -> Result<FileSettings, ConfigError> 
                 ))
             }
         };
+        let token = match &entry.queues {
+            None => token,
+            Some(queues) => limit(token, queues.iter().map(String::as_str)).map_err(fail)?,
+        };
         tokens.push(token);
+    }
+    let mut queue_rules = BTreeMap::new();
+    for (queue, rule) in file.queues {
+        let fail = |message: String| ConfigError::Syntax {
+            path: shown.clone(),
+            message: format!("[queues.{queue:?}]: {message}"),
+        };
+        if queue != EVERY_QUEUE {
+            names::validate_name("queue", &queue).map_err(|err| fail(err.to_string()))?;
+        }
+        let kinds = |field: &'static str, list: &[String]| {
+            list.iter()
+                .map(|kind| {
+                    names::validate_name(field, kind)
+                        .map(|()| kind.clone())
+                        .map_err(|err| fail(err.to_string()))
+                })
+                .collect::<Result<BTreeSet<_>, _>>()
+        };
+        let rule = QueueRule {
+            kinds: rule
+                .kinds
+                .as_deref()
+                .map(|k| kinds("kinds", k))
+                .transpose()?,
+            deny_kinds: kinds("deny_kinds", &rule.deny_kinds)?,
+        };
+        queue_rules.insert(queue, rule);
     }
     let alerts = file.alerts.map(|alerts| match path.parent() {
         Some(dir) if alerts.is_relative() => dir.join(alerts),
         _ => alerts,
     });
-    Ok(FileSettings { tokens, alerts })
+    Ok(FileSettings {
+        tokens,
+        alerts,
+        queue_rules: QueueRules::new(queue_rules),
+    })
 }
 
 /// Reads `REVENANT_TOKENS`' value: entries separated by whitespace, each
-/// `NAME:SCOPE[,SCOPE...]:TOKEN`.
+/// `NAME:SCOPE[,SCOPE...][@QUEUE[,QUEUE...]]:TOKEN`.
 pub fn parse_env_tokens(value: &str) -> Result<Vec<Token>, ConfigError> {
     let mut tokens = Vec::new();
     for (i, entry) in value.split_whitespace().enumerate() {
@@ -196,13 +260,23 @@ pub fn parse_env_tokens(value: &str) -> Result<Vec<Token>, ConfigError> {
         let (Some(name), Some(scope_list), Some(secret)) = (name, scope_list, secret) else {
             return Err(fail(
                 "",
-                "is not NAME:SCOPE[,SCOPE...]:TOKEN (for example billing:produce:TOKEN)".into(),
+                "is not NAME:SCOPE[,SCOPE...][@QUEUE[,QUEUE...]]:TOKEN (for example \
+                 billing:produce:TOKEN or billing:produce@emails:TOKEN)"
+                    .into(),
             ));
         };
         check_name(name).map_err(|m| fail(name, m))?;
+        let (scope_list, queues) = match scope_list.split_once('@') {
+            Some((scopes, queues)) => (scopes, Some(queues)),
+            None => (scope_list, None),
+        };
         let scopes = scopes(scope_list.split(',')).map_err(|m| fail(name, m))?;
         check_secret(secret).map_err(|m| fail(name, m))?;
-        tokens.push(Token::new(name, secret, scopes));
+        let token = Token::new(name, secret, scopes);
+        tokens.push(match queues {
+            None => token,
+            Some(queues) => limit(token, queues.split(',')).map_err(|m| fail(name, m))?,
+        });
     }
     Ok(tokens)
 }
@@ -322,6 +396,30 @@ fn scopes<'a>(names: impl Iterator<Item = &'a str>) -> Result<Vec<Scope>, String
     Ok(scopes.into_iter().collect())
 }
 
+/// Limits `token` to `queues`: at least one, each a valid queue name, and never an
+/// `admin` token (the operator routes reach every queue, so the limit would be a lie).
+fn limit<'a>(token: Token, queues: impl Iterator<Item = &'a str>) -> Result<Token, String> {
+    if token.scopes().contains(&Scope::Admin) {
+        return Err(
+            "an admin token reaches every queue and cannot be limited to some; give this \
+             token produce and/or work"
+                .into(),
+        );
+    }
+    let queues = queues
+        .map(|queue| {
+            let queue = queue.trim();
+            names::validate_name("queue", queue)
+                .map(|()| queue.to_string())
+                .map_err(|err| err.to_string())
+        })
+        .collect::<Result<BTreeSet<_>, _>>()?;
+    if queues.is_empty() {
+        return Err("queues is empty; give at least one queue, or leave it out for all".into());
+    }
+    Ok(token.limited_to(queues))
+}
+
 fn parse_digest(hex: &str) -> Result<[u8; 32], String> {
     let hex = hex.trim();
     if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -359,6 +457,72 @@ mod tests {
         let fleet = tokens.find(&format!("{SECRET}-3")).unwrap();
         assert_eq!(fleet.scopes(), &[Scope::Work, Scope::Metrics]);
         assert!(parse_env_tokens("   ").unwrap().is_empty());
+    }
+
+    #[test]
+    fn tokens_can_be_limited_to_queues_in_the_environment_and_the_file() {
+        let tokens = parse_env_tokens(&format!(
+            "billing:produce@emails,webhooks:{SECRET}-1 fleet:work,metrics@emails:{SECRET}:2 \
+             open:produce:{SECRET}-3"
+        ))
+        .unwrap();
+        let queues = |i: usize| {
+            tokens[i]
+                .queues()
+                .map(|q| q.iter().cloned().collect::<Vec<_>>())
+        };
+        assert_eq!(queues(0), Some(vec!["emails".into(), "webhooks".into()]));
+        assert_eq!(tokens[1].scopes(), &[Scope::Work, Scope::Metrics]);
+        assert_eq!(queues(1), Some(vec!["emails".into()]));
+        assert_eq!(queues(2), None, "no @: every queue, as before");
+        assert!(combine(vec![tokens.clone()])
+            .unwrap()
+            .find(&format!("{SECRET}:2"))
+            .is_some());
+
+        let text = format!(
+            "[[tokens]]\nname = \"mailer\"\ntoken = \"{SECRET}\"\nscopes = [\"work\"]\n\
+             queues = [\"emails\", \"eu:emails\"]\n\
+             [queues.\"*\"]\ndeny_kinds = [\"exec\"]\n[queues.emails]\nkinds = [\"send\"]\n"
+        );
+        let settings = parse_file(&text, Path::new("serve.toml")).unwrap();
+        assert_eq!(
+            settings.tokens[0].queues().unwrap().len(),
+            2,
+            "{:?}",
+            settings.tokens[0]
+        );
+        assert!(settings.queue_rules.check("kind", "emails", "send").is_ok());
+        assert!(settings
+            .queue_rules
+            .check("kind", "emails", "exec")
+            .is_err());
+        assert!(settings.queue_rules.check("kind", "other", "exec").is_err());
+        assert!(settings.queue_rules.check("kind", "other", "build").is_ok());
+
+        for (value, mentions) in [
+            ("ops:admin@emails:0123456789abcdef", "cannot be limited"),
+            ("a:produce@:0123456789abcdef", "queue"),
+            ("a:produce@bad/queue:0123456789abcdef", "queue"),
+        ] {
+            let err = parse_env_tokens(value).unwrap_err().to_string();
+            assert!(err.contains(mentions), "{value}: {err}");
+        }
+        for (text, mentions) in [
+            (
+                format!("[[tokens]]\nname = \"a\"\ntoken = \"{SECRET}\"\nscopes = [\"admin\"]\nqueues = [\"q\"]\n"),
+                "cannot be limited",
+            ),
+            (
+                format!("[[tokens]]\nname = \"a\"\ntoken = \"{SECRET}\"\nscopes = [\"work\"]\nqueues = []\n"),
+                "at least one queue",
+            ),
+            ("[queues.\"bad queue\"]\nkinds = []\n".to_string(), "bad queue"),
+            ("[queues.q]\nallow = []\n".to_string(), "unknown field"),
+        ] {
+            let err = parse_file(&text, Path::new("serve.toml")).unwrap_err().to_string();
+            assert!(err.contains(mentions), "{text}: {err}");
+        }
     }
 
     #[test]

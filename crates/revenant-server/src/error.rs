@@ -29,9 +29,17 @@ pub enum ErrorCode {
     UnsupportedMediaType,
     /// 413: the body is larger than the server's limit (`--max-body`).
     PayloadTooLarge,
+    /// 400: a request the HTTP layer could not read (a malformed header, say).
+    BadRequest,
+    /// 431: the request's headers are too large or too many.
+    HeadersTooLarge,
+    /// 421: without tokens, a `Host` that is not a loopback name or address (a DNS
+    /// rebinding attempt, or a proxy in front that should not be there).
+    MisdirectedRequest,
     /// 401: no bearer token, or one the server does not know.
     Unauthorized,
-    /// 403: the token is known but lacks the route's scope.
+    /// 403: the token is known but lacks the route's scope or the queue; or, without
+    /// tokens, a request from another web site (`Origin`).
     Forbidden,
     /// 404: no such route, job or dead job.
     NotFound,
@@ -53,7 +61,11 @@ impl ErrorCode {
     /// The HTTP status this code is sent with.
     pub fn status(self) -> StatusCode {
         match self {
-            ErrorCode::InvalidJson | ErrorCode::InvalidField => StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidJson | ErrorCode::InvalidField | ErrorCode::BadRequest => {
+                StatusCode::BAD_REQUEST
+            }
+            ErrorCode::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ErrorCode::MisdirectedRequest => StatusCode::MISDIRECTED_REQUEST,
             ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
@@ -72,6 +84,9 @@ impl ErrorCode {
             ErrorCode::InvalidField => "invalid_field",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::HeadersTooLarge => "headers_too_large",
+            ErrorCode::MisdirectedRequest => "misdirected_request",
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::NotFound => "not_found",
@@ -112,6 +127,17 @@ impl ApiError {
         let field = field.into();
         ApiError {
             code: ErrorCode::InvalidField,
+            message: format!("{field}: {}", message.as_ref()),
+            field: Some(field),
+        }
+    }
+
+    /// `code`, naming `field` (a header, `queue`, `jobs[2].kind`); the message is
+    /// prefixed with the field's name.
+    pub fn at(code: ErrorCode, field: impl Into<String>, message: impl AsRef<str>) -> Self {
+        let field = field.into();
+        ApiError {
+            code,
             message: format!("{field}: {}", message.as_ref()),
             field: Some(field),
         }
@@ -215,6 +241,9 @@ mod tests {
             ErrorCode::InvalidField,
             ErrorCode::UnsupportedMediaType,
             ErrorCode::PayloadTooLarge,
+            ErrorCode::BadRequest,
+            ErrorCode::HeadersTooLarge,
+            ErrorCode::MisdirectedRequest,
             ErrorCode::Unauthorized,
             ErrorCode::Forbidden,
             ErrorCode::NotFound,

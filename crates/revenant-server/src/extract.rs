@@ -6,7 +6,10 @@
 //!   wrong type, a missing field or an unknown field as `invalid_field` with its path
 //!   (`jobs[2].priority`).
 //! - [`OptionalJsonBody`]: the same, but an empty body is the type's default.
-//! - [`QueryParams`]: the query string, unknown parameters refused.
+//! - [`NoBody`]: a route that takes no body: nothing, or `{}` (what a client that
+//!   always sends a JSON object sends); anything else is 400 naming `body`, and the
+//!   body limit applies.
+//! - [`QueryParams`]: the query string, unknown and repeated parameters refused.
 //! - [`JobIdPath`], [`QueuePath`] and [`DependencyPath`]: the `{id}`, `{name}` and
 //!   `{key}` of a route.
 
@@ -56,6 +59,28 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJ
     }
 }
 
+/// The body of a route that takes none: empty, or the empty object `{}`.
+#[derive(Debug, Clone, Copy)]
+pub struct NoBody;
+
+impl<S: Send + Sync> FromRequest<S> for NoBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = read_body(request, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(NoBody);
+        }
+        match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(serde_json::Value::Object(map)) if map.is_empty() => Ok(NoBody),
+            _ => Err(ApiError::field(
+                "body",
+                "this route takes no body; send none, or {}",
+            )),
+        }
+    }
+}
+
 /// Every body of the API is a JSON object. Checked before decoding: serde would read
 /// an array as a struct's fields in order (`[]` as a body of defaults), which the
 /// documented schema does not allow.
@@ -99,7 +124,7 @@ async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes,
 }
 
 /// `application/json`, or any `application/*+json`, with or without parameters.
-fn is_json(headers: &HeaderMap) -> bool {
+pub(crate) fn is_json(headers: &HeaderMap) -> bool {
     let Some(value) = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -171,6 +196,16 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T>
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
         let query = parts.uri.query().unwrap_or_default();
+        // serde would name a repeated parameter's error after the whole query (`body`).
+        let mut seen = std::collections::BTreeSet::new();
+        for (name, _) in form_urlencoded::parse(query.as_bytes()) {
+            if !seen.insert(name.clone()) {
+                return Err(ApiError::field(
+                    name.into_owned(),
+                    "is given more than once; give it once",
+                ));
+            }
+        }
         let deserializer =
             serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
         serde_path_to_error::deserialize(deserializer)

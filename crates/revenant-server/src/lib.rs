@@ -14,7 +14,9 @@
 //!
 //! The server is stateless: everything is in the store, so several can run against one
 //! PostgreSQL behind a load balancer. Authentication is by bearer tokens with scopes
-//! ([`auth`]); without tokens the server must listen on loopback ([`check_listen`]).
+//! ([`auth`]), which may be limited to queues; without tokens the server must listen on
+//! loopback ([`check_listen`]) and answers only this machine's programs, not the web
+//! pages its browser shows ([`loopback`]).
 //! Every error is JSON with a stable code ([`error`]); bad input is never a 500 and
 //! never a partial write.
 //!
@@ -34,40 +36,25 @@
 
 pub mod auth;
 pub mod config;
+pub mod connection;
 pub mod counters;
 pub mod dashboard;
 pub mod error;
 pub mod extract;
 pub mod input;
 mod log;
+pub mod loopback;
+pub mod queue_rules;
 mod routes;
 pub mod state;
 pub mod views;
 
-use std::future::Future;
-use std::net::SocketAddr;
-
 pub use auth::{Scope, Token, Tokens};
 pub use config::{check_listen, ConfigError};
+pub use connection::serve;
 pub use error::{ApiError, ErrorCode};
 pub use routes::{router, Route, Verb, ROUTES};
 pub use state::{AppState, ServerConfig};
 
 /// The OpenAPI document, as kept in the repository and served at `/openapi.json`.
 pub const OPENAPI_JSON: &str = include_str!("../openapi.json");
-
-/// Serves `app` on `listener` until `shutdown` completes, then lets the requests in
-/// flight finish. Handlers see the peer's address (a remote worker's registry entry
-/// records it).
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    app: axum::Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
-}

@@ -10,6 +10,7 @@ use revenant::{Client, Store};
 use crate::auth::Tokens;
 use crate::config::DEFAULT_MAX_BODY;
 use crate::counters::Counters;
+use crate::queue_rules::QueueRules;
 
 /// How the server is set up. Build one with [`ServerConfig::default`] and the fields.
 ///
@@ -25,6 +26,9 @@ pub struct ServerConfig {
     pub alerts: Option<AlertConfig>,
     /// The largest request body accepted, in bytes. Default 4 MiB.
     pub max_body: usize,
+    /// The kinds `POST /v1/jobs` accepts per queue (the config file's
+    /// `[queues.NAME]`). Default: every kind everywhere.
+    pub queue_rules: QueueRules,
 }
 
 impl Default for ServerConfig {
@@ -33,6 +37,7 @@ impl Default for ServerConfig {
             tokens: Tokens::default(),
             alerts: None,
             max_body: DEFAULT_MAX_BODY,
+            queue_rules: QueueRules::default(),
         }
     }
 }
@@ -48,6 +53,8 @@ pub struct AppState {
     pub alerts: Option<Arc<AlertConfig>>,
     /// The counters of the attempts remote workers settled here, for `/metrics`.
     pub counters: Arc<Counters>,
+    /// The kinds each queue accepts through the API.
+    pub queue_rules: Arc<QueueRules>,
 }
 
 impl AppState {

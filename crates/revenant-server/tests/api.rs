@@ -271,7 +271,12 @@ async fn a_batch_with_one_bad_job_writes_none(backend: Backend) {
         response.json::<Value>().await.unwrap()["error"]["code"],
         "unsupported_media_type"
     );
-    let response = s.raw(Method::POST, "/v1/jobs").send().await.unwrap();
+    let response = s
+        .raw(Method::POST, "/v1/jobs")
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), BAD);
     assert_eq!(
         response.json::<Value>().await.unwrap()["error"]["code"],
@@ -883,9 +888,10 @@ async fn cancel_stops_a_job_and_its_worker_loses_the_lease(backend: Backend) {
         )
         .await;
     assert_eq!(error["field"], "body");
-    // The body is optional.
+    // The body is optional (the content type is not, without tokens).
     let response = s
         .raw(Method::POST, &format!("/v1/jobs/{ready}/cancel"))
+        .header("content-type", "application/json")
         .send()
         .await
         .unwrap();

@@ -68,20 +68,30 @@ fn open_routes_say_so_and_the_rest_need_the_bearer_scheme() {
 #[test]
 fn every_reference_resolves_and_every_schema_is_used() {
     let doc = document();
-    let schemas = doc["components"]["schemas"].as_object().expect("schemas");
     let mut used = BTreeSet::new();
     collect_refs(&doc, &mut used);
     for reference in &used {
-        let name = reference
-            .strip_prefix("#/components/schemas/")
+        let (kind, name) = reference
+            .strip_prefix("#/components/")
+            .and_then(|rest| rest.split_once('/'))
             .unwrap_or_else(|| panic!("unexpected $ref {reference}"));
-        assert!(schemas.contains_key(name), "{reference} does not resolve");
-    }
-    for name in schemas.keys() {
         assert!(
-            used.contains(&format!("#/components/schemas/{name}")),
-            "schema {name} is never used"
+            matches!(kind, "schemas" | "responses"),
+            "unexpected $ref {reference}"
         );
+        assert!(
+            doc["components"][kind].get(name).is_some(),
+            "{reference} does not resolve"
+        );
+    }
+    for kind in ["schemas", "responses"] {
+        let defined = doc["components"][kind].as_object().expect(kind);
+        for name in defined.keys() {
+            assert!(
+                used.contains(&format!("#/components/{kind}/{name}")),
+                "{kind} {name} is never used"
+            );
+        }
     }
 }
 
@@ -101,6 +111,9 @@ fn error_codes_in_the_document_are_the_servers() {
         InvalidField,
         UnsupportedMediaType,
         PayloadTooLarge,
+        BadRequest,
+        HeadersTooLarge,
+        MisdirectedRequest,
         Unauthorized,
         Forbidden,
         NotFound,

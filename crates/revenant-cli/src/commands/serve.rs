@@ -19,8 +19,8 @@ pub struct ServeArgs {
     /// (127.0.0.1, `[::1]`); port 0 picks a free port (the address is printed).
     #[arg(long, env = "REVENANT_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
-    /// The server's config file (TOML): `[[tokens]]` with their scopes, and `alerts`,
-    /// a rules file. See docs/api.md.
+    /// The server's config file (TOML): `[[tokens]]` with their scopes and queues,
+    /// `[queues.NAME]` kinds, and `alerts`, a rules file. See docs/api.md.
     #[arg(long, env = "REVENANT_SERVER_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Alert rules for GET /v1/alerts (TOML, as `revenant work --alerts`; see
@@ -32,8 +32,8 @@ pub struct ServeArgs {
     pub max_body: Option<String>,
 }
 
-/// Tokens also come from this variable: `NAME:SCOPE[,SCOPE...]:TOKEN`, separated by
-/// spaces or new lines. Not a flag: flags show in `ps`.
+/// Tokens also come from this variable: `NAME:SCOPE[,SCOPE...][@QUEUE[,QUEUE...]]:TOKEN`,
+/// separated by spaces or new lines. Not a flag: flags show in `ps`.
 const TOKENS_VAR: &str = "REVENANT_TOKENS";
 
 /// Runs the server until SIGTERM or Ctrl-C, then lets requests in flight finish.
@@ -104,6 +104,7 @@ fn configure(addr: SocketAddr, args: &ServeArgs) -> Result<ServerConfig, ConfigE
         tokens,
         alerts,
         max_body,
+        queue_rules: file.queue_rules,
     })
 }
 

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::DependencyPath;
+use crate::extract::{DependencyPath, NoBody};
 use crate::state::AppState;
 
 /// The answer to `GET /v1/dependencies`.
@@ -67,6 +67,7 @@ pub async fn open(
     State(state): State<AppState>,
     extensions: Extensions,
     DependencyPath(key): DependencyPath,
+    _: NoBody,
 ) -> Result<Json<DependencyState>, ApiError> {
     set(&state, &extensions, key, BreakerAction::Open).await
 }
@@ -78,6 +79,7 @@ pub async fn close(
     State(state): State<AppState>,
     extensions: Extensions,
     DependencyPath(key): DependencyPath,
+    _: NoBody,
 ) -> Result<Json<DependencyState>, ApiError> {
     set(&state, &extensions, key, BreakerAction::Close).await
 }
@@ -88,6 +90,7 @@ pub async fn auto(
     State(state): State<AppState>,
     extensions: Extensions,
     DependencyPath(key): DependencyPath,
+    _: NoBody,
 ) -> Result<Json<DependencyState>, ApiError> {
     set(&state, &extensions, key, BreakerAction::Auto).await
 }

@@ -10,6 +10,7 @@ use revenant::{Job, JobId, JobState, NewJob, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::auth::Reach;
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::{decode, JobIdPath, JsonBody, OptionalJsonBody, QueryParams};
 use crate::input;
@@ -123,12 +124,16 @@ pub struct EnqueueResponse {
 }
 
 /// `POST /v1/jobs`: one job, or `{"jobs": [...]}`. Every job is checked before any is
-/// written, and the batch is one transaction: one bad job writes none.
+/// written, and the batch is one transaction: one bad job writes none. A job into a
+/// queue the token does not reach, or of a kind its queue does not accept, is 403
+/// naming its `queue` or `kind` (`jobs[2].kind`), and writes none either.
 pub async fn enqueue(
     State(state): State<AppState>,
+    reach: Reach,
     JsonBody(body): JsonBody<Value>,
 ) -> Result<(StatusCode, Json<EnqueueResponse>), ApiError> {
     let now = chrono::Utc::now();
+    let batch = matches!(&body, Value::Object(object) if object.contains_key("jobs"));
     let jobs = match body {
         Value::Object(ref object) if object.contains_key("jobs") => {
             let batch: Batch = decode_value(body)?;
@@ -162,6 +167,16 @@ pub async fn enqueue(
             ))
         }
     };
+    for (i, job) in jobs.iter().enumerate() {
+        let at = |field: &str| match batch {
+            true => format!("jobs[{i}].{field}"),
+            false => field.to_string(),
+        };
+        reach.check(&at("queue"), &job.queue)?;
+        state
+            .queue_rules
+            .check(&at("kind"), &job.queue, &job.kind)?;
+    }
     // The client resolves each job's attempt budget from its queue's and kind's stored
     // policy, and writes the batch in one transaction.
     let results = state.client.enqueue_many(jobs).await?;

@@ -168,15 +168,18 @@ pub static ROUTES: &[Route] = &[
 ];
 
 /// The whole application: the API routes of [`ROUTES`] with their scope checks, the
-/// dashboard's static files, JSON answers for unknown paths and wrong methods, and the
-/// body limit.
+/// dashboard's static files, JSON answers for unknown paths, wrong methods and
+/// everything else refused, the header and body limits, and without tokens the
+/// loopback guard.
 pub fn router(store: Arc<dyn revenant::Store>, config: ServerConfig) -> Router {
     let tokens = Arc::new(config.tokens);
     let state = AppState {
         client: revenant::Client::new(store),
         alerts: config.alerts.map(Arc::new),
         counters: Arc::new(crate::counters::Counters::default()),
+        queue_rules: Arc::new(config.queue_rules),
     };
+    let open = tokens.is_empty();
     let mut paths: Vec<(&'static str, MethodRouter<AppState>)> = Vec::new();
     for entry in ROUTES {
         let mut handler = (entry.handler)();
@@ -198,7 +201,7 @@ pub fn router(store: Arc<dyn revenant::Store>, config: ServerConfig) -> Router {
     for (path, handler) in paths {
         router = router.route(path, handler);
     }
-    router
+    router = router
         .route("/", get(|| async { dashboard_asset("index.html") }))
         .route(
             "/ui/{*path}",
@@ -209,8 +212,16 @@ pub fn router(store: Arc<dyn revenant::Store>, config: ServerConfig) -> Router {
             ),
         )
         .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+        .method_not_allowed_fallback(method_not_allowed);
+    if open {
+        // Without tokens: this machine's programs only, never a web page's request
+        // (Host, Origin, Content-Type; see crate::loopback).
+        router = router.layer(axum::middleware::from_fn(crate::loopback::guard));
+    }
+    router
+        .layer(axum::middleware::from_fn(crate::connection::header_limits))
         .layer(axum::middleware::from_fn(crate::log::log_request))
+        .layer(axum::middleware::from_fn(crate::connection::json_errors))
         .layer(DefaultBodyLimit::max(config.max_body))
         .with_state(state)
 }

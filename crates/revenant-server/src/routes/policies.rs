@@ -12,7 +12,7 @@ use revenant::{names, PolicyScope, RetryPolicy, Timestamp};
 use serde::Serialize;
 
 use crate::error::ApiError;
-use crate::extract::JsonBody;
+use crate::extract::{JsonBody, NoBody};
 use crate::state::AppState;
 
 /// The `{scope}` of a policy route: `default`, `queue:NAME` or `kind:NAME`.
@@ -133,6 +133,7 @@ pub struct PolicyRemoved {
 pub async fn remove(
     State(state): State<AppState>,
     ScopePath(scope): ScopePath,
+    _: NoBody,
 ) -> Result<Json<PolicyRemoved>, ApiError> {
     let text = scope_text(&scope);
     if !state.client.delete_policy(scope).await? {

@@ -9,7 +9,7 @@ use revenant::store::{QueueHistoryParams, QueueHistoryPoint, QueueStatsParams};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
-use crate::extract::{QueryParams, QueuePath};
+use crate::extract::{NoBody, QueryParams, QueuePath};
 use crate::state::AppState;
 use crate::views::QueueView;
 
@@ -43,6 +43,7 @@ pub struct QueuePaused {
 pub async fn pause(
     State(state): State<AppState>,
     QueuePath(queue): QueuePath,
+    _: NoBody,
 ) -> Result<Json<QueuePaused>, ApiError> {
     state.client.pause(&queue).await?;
     Ok(Json(QueuePaused {
@@ -55,6 +56,7 @@ pub async fn pause(
 pub async fn resume(
     State(state): State<AppState>,
     QueuePath(queue): QueuePath,
+    _: NoBody,
 ) -> Result<Json<QueuePaused>, ApiError> {
     state.client.resume(&queue).await?;
     Ok(Json(QueuePaused {

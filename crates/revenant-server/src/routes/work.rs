@@ -6,6 +6,10 @@
 //! it was cancelled, released or finished) answers 409 `lease_lost` and changes
 //! nothing; the worker should drop the job, whose side effects may happen twice
 //! (at-least-once).
+//!
+//! A token limited to queues ([`Reach`]) claims only from them, registers its workers
+//! as `TOKEN_NAME/worker`, and settles only their jobs: a job of another queue
+//! answers 404 exactly as a job that does not exist (nothing changed, nothing shown).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -20,6 +24,7 @@ use revenant::store::{
 use revenant::{names, JobState, LeaseToken, NewJob, Outcome, Transition};
 use serde::{Deserialize, Serialize};
 
+use crate::auth::Reach;
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::{JobIdPath, JsonBody};
 use crate::input;
@@ -65,13 +70,18 @@ pub struct ClaimResponse {
 ///
 /// The worker is recorded in the registry first (host: the address the request came
 /// from; pid 0), so remote workers count in `workers_alive` like local ones. It is
-/// seen as serving every queue it claimed from while it stays alive.
+/// seen as serving every queue it claimed from while it stays alive. A token limited
+/// to queues claims only from them (403 naming `queue` otherwise, nothing recorded),
+/// and its worker is recorded as `TOKEN_NAME/worker`.
 pub async fn claim(
     State(state): State<AppState>,
     extensions: Extensions,
-    JsonBody(body): JsonBody<ClaimBody>,
+    reach: Reach,
+    JsonBody(mut body): JsonBody<ClaimBody>,
 ) -> Result<Json<ClaimResponse>, ApiError> {
     names::validate_name("queue", &body.queue)?;
+    reach.check("queue", &body.queue)?;
+    body.worker = reach.worker_name(&body.worker);
     names::validate_key("worker", &body.worker)?;
     let limit = match body.limit {
         None => 1,
@@ -169,6 +179,21 @@ async fn register(
     Ok(())
 }
 
+/// For a token limited to queues: 404 unless job `id` exists and is in one of them,
+/// the answer a job that does not exist gets, so its queue, state and payload stay
+/// unseen. Unlimited callers are not asked to pay the read.
+async fn in_reach(state: &AppState, reach: &Reach, id: i64) -> Result<(), ApiError> {
+    if !reach.is_limited() {
+        return Ok(());
+    }
+    match state.client.job(id).await? {
+        Some(job) if reach.allows(&job.queue) => Ok(()),
+        _ => Err(ApiError::not_found(format!(
+            "no job with id {id} in this token's queues"
+        ))),
+    }
+}
+
 /// The answer to a fenced call that was applied.
 #[derive(Debug, Serialize)]
 pub struct FencedResponse {
@@ -223,9 +248,11 @@ pub struct HeartbeatBody {
 /// `POST /v1/jobs/{id}/heartbeat`: the lease now runs `lease` (default 60 s) from now.
 pub async fn heartbeat(
     State(state): State<AppState>,
+    reach: Reach,
     JobIdPath(id): JobIdPath,
     JsonBody(body): JsonBody<HeartbeatBody>,
 ) -> Result<Json<FencedResponse>, ApiError> {
+    in_reach(&state, &reach, id).await?;
     let lease_for = input::duration_in(
         "lease",
         body.lease.unwrap_or(DEFAULT_LEASE),
@@ -256,9 +283,11 @@ pub struct CompleteBody {
 /// `POST /v1/jobs/{id}/complete`: running → completed.
 pub async fn complete(
     State(state): State<AppState>,
+    reach: Reach,
     JobIdPath(id): JobIdPath,
     JsonBody(body): JsonBody<CompleteBody>,
 ) -> Result<Json<FencedResponse>, ApiError> {
+    in_reach(&state, &reach, id).await?;
     settle(&state, id, body.lease_token, Outcome::Success).await?;
     fenced(id, Fenced::Applied)
 }
@@ -302,9 +331,11 @@ pub struct FailResponse {
 /// makes the job dead.
 pub async fn fail(
     State(state): State<AppState>,
+    reach: Reach,
     JobIdPath(id): JobIdPath,
     JsonBody(body): JsonBody<FailBody>,
 ) -> Result<Json<FailResponse>, ApiError> {
+    in_reach(&state, &reach, id).await?;
     if body.message.trim().is_empty() {
         return Err(ApiError::field(
             "message",
@@ -365,9 +396,11 @@ pub struct SnoozeBody {
 /// `POST /v1/jobs/{id}/snooze`: back to ready after `delay`, the attempt given back.
 pub async fn snooze(
     State(state): State<AppState>,
+    reach: Reach,
     JobIdPath(id): JobIdPath,
     JsonBody(body): JsonBody<SnoozeBody>,
 ) -> Result<Json<FencedResponse>, ApiError> {
+    in_reach(&state, &reach, id).await?;
     let delay = body
         .delay
         .ok_or_else(|| ApiError::field("delay", "is required: how long to put the job back for"))?;
