@@ -66,10 +66,10 @@ pub const BUILTIN_KINDS: [&str; 2] = ["http", "exec"];
 /// Fails only when the `http` kind's client cannot be built (its TLS backend failed to
 /// initialise).
 ///
-/// **Security:** the `exec` kind registered here runs any program a job names, as the
-/// worker's user. Register the handlers one by one to serve only `http`
-/// (`builder.handler(HttpHandler::new()?)`), or `exec` with an allow list
-/// (`ExecHandler::new().allow([...])?`).
+/// **Security:** both are registered safe by default: `http` refuses internal
+/// destinations (see [`http::OutboundPolicy`]) and `exec` allows no command, so an
+/// `exec` job is refused, naming the missing allow list. To run commands, register
+/// `ExecHandler::new().allow([...])?` yourself instead of calling this.
 pub fn register_builtin(builder: WorkerBuilder) -> Result<WorkerBuilder, HttpClientError> {
     Ok(builder
         .handler(HttpHandler::new()?)

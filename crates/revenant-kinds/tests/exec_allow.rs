@@ -93,8 +93,8 @@ async fn path_and_the_loader_variables_cannot_be_allowed_even_by_the_operator() 
 }
 
 #[tokio::test]
-async fn ld_preload_and_its_kin_are_refused_even_without_a_command_list() {
-    let handler = ExecHandler::new();
+async fn ld_preload_and_its_kin_are_refused_even_when_any_command_may_run() {
+    let handler = ExecHandler::new().allow_any();
     for name in [
         "LD_PRELOAD",
         "LD_AUDIT",
@@ -273,4 +273,20 @@ fn allow_lists_that_cannot_work_are_refused_when_the_worker_starts() {
         ExecHandler::new().allow_env(["NOT-A-NAME"]),
         Err(ExecConfigError::EnvName { .. })
     ));
+}
+
+#[tokio::test]
+async fn a_handler_without_an_allow_list_runs_no_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let outcome = attempt(
+        &ExecHandler::new(),
+        json!({ "command": "touch", "args": [marker.to_str().unwrap()] }),
+    )
+    .await;
+    assert_refused(
+        &outcome,
+        "exec payload: command: \"touch\": this worker allows no command",
+    );
+    assert!(!marker.exists(), "nothing ran");
 }

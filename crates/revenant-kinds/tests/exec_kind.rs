@@ -19,7 +19,12 @@ async fn sh(script: &str) -> Outcome {
 }
 
 async fn run_payload(payload: Value) -> Outcome {
-    run(&ExecHandler::new(), context(1, 1, LONG), payload).await
+    run(
+        &ExecHandler::new().allow_any(),
+        context(1, 1, LONG),
+        payload,
+    )
+    .await
 }
 
 /// The pids of live (not zombie) processes in process group `pgid`, read from /proc.
@@ -161,7 +166,9 @@ async fn a_timeout_kills_the_whole_process_group() {
 
 #[tokio::test]
 async fn a_group_that_ignores_sigterm_gets_sigkill_after_the_grace() {
-    let handler = ExecHandler::new().kill_grace(Duration::from_millis(300));
+    let handler = ExecHandler::new()
+        .allow_any()
+        .kill_grace(Duration::from_millis(300));
     let outcome = run(
         &handler,
         context(1, 1, LONG),
@@ -182,7 +189,9 @@ async fn cancelling_the_attempt_stops_the_process_group() {
     let ctx = context(1, 1, LONG);
     let token = ctx.cancellation().clone();
     let attempt =
-        tokio::spawn(async move { run(&ExecHandler::new(), ctx, two_sleeps(&pids)).await });
+        tokio::spawn(
+            async move { run(&ExecHandler::new().allow_any(), ctx, two_sleeps(&pids)).await },
+        );
     let (pgid, _) = read_pids(&dir.path().join("pids")).await;
     token.cancel();
     let outcome = attempt.await.unwrap();
@@ -201,8 +210,14 @@ async fn dropping_the_attempt_kills_the_process_group() {
     let dir = tempfile::tempdir().unwrap();
     let pids = dir.path().join("pids");
     let payload = two_sleeps(&pids);
-    let attempt =
-        tokio::spawn(async move { run(&ExecHandler::new(), context(1, 1, LONG), payload).await });
+    let attempt = tokio::spawn(async move {
+        run(
+            &ExecHandler::new().allow_any(),
+            context(1, 1, LONG),
+            payload,
+        )
+        .await
+    });
     let (pgid, _) = read_pids(&pids).await;
     attempt.abort();
     assert!(attempt.await.unwrap_err().is_cancelled());
@@ -240,6 +255,7 @@ async fn standard_input_receives_the_payload_input_as_json() {
 async fn env_args_and_cwd_reach_the_command() {
     let dir = tempfile::tempdir().unwrap();
     let handler = ExecHandler::new()
+        .allow_any()
         .allow_env(["GREETING"])
         .unwrap()
         .allow_cwd([dir.path()])

@@ -144,13 +144,25 @@ pub(crate) fn cwd_root(dir: &Path) -> Result<PathBuf, ExecConfigError> {
 }
 
 /// What a worker lets `exec` jobs do. Built by [`crate::ExecHandler`]'s methods.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct Allowed {
-    /// The commands, as jobs write them, and the file each runs. `None`: any
-    /// command, run as written (looked up in the worker's `PATH` by the system).
+    /// The commands, as jobs write them, and the file each runs. Empty (the default):
+    /// none runs. `None`: any command, run as written (looked up in the worker's
+    /// `PATH` by the system), only after `ExecHandler::allow_any`.
     pub(crate) commands: Option<BTreeMap<String, PathBuf>>,
     pub(crate) env: BTreeSet<String>,
     pub(crate) cwd_roots: Vec<PathBuf>,
+}
+
+impl Default for Allowed {
+    /// Safe by default: no command, no variable, no working directory.
+    fn default() -> Self {
+        Allowed {
+            commands: Some(BTreeMap::new()),
+            env: BTreeSet::new(),
+            cwd_roots: Vec::new(),
+        }
+    }
 }
 
 fn refuse(field: &str, message: impl std::fmt::Display) -> JobError {
@@ -169,6 +181,12 @@ impl Allowed {
         // The resolved file named by its absolute path is the same program.
         if let Some(path) = commands.values().find(|path| path.as_os_str() == command) {
             return Ok(path.clone());
+        }
+        if commands.is_empty() {
+            return Err(refuse(
+                "command",
+                format!("{command:?}: this worker allows no command (revenant work --allow-exec COMMAND, or ExecHandler::allow)"),
+            ));
         }
         Err(refuse(
             "command",

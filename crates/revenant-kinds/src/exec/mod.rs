@@ -64,8 +64,9 @@ pub const EX_TEMPFAIL: i32 = 75;
 /// - the program: [`ExecHandler::allow`] limits the commands to a list (the
 ///   `revenant work` command always sets one), each resolved to one file when the
 ///   handler is configured; a command outside it is a permanent failure that runs
-///   nothing. Without a list, any program may run: serve the kind only on queues whose
-///   producers you trust as much as a shell on the worker;
+///   nothing. Without a list, no program runs. [`ExecHandler::allow_any`] lets any
+///   program run: only for queues whose producers you trust as much as a shell on the
+///   worker;
 /// - the environment: a payload may set only the variables given to
 ///   [`ExecHandler::allow_env`] (default none), and never `PATH`, `LD_*` or `DYLD_*`;
 /// - the working directory: a payload's `cwd` must be inside a directory given to
@@ -110,7 +111,18 @@ impl ExecHandler {
         self
     }
 
-    /// Runs only these commands (adding to any given before). Default: any.
+    /// Lets a job run any program, looked up in the worker's `PATH` as the job writes
+    /// it. Only for trusted producers (tests, a worker whose queues only your own code
+    /// enqueues into): whoever can enqueue then has a shell on the worker. The
+    /// environment and working-directory rules still hold. A later [`ExecHandler::allow`]
+    /// goes back to a list.
+    pub fn allow_any(mut self) -> Self {
+        self.allowed.commands = None;
+        self
+    }
+
+    /// Runs only these commands (adding to any given before). Default: none, so an
+    /// `exec` job on a handler without a list is refused, naming the missing list.
     ///
     /// Each is resolved to one file now: a bare name (`convert`) in the worker's own
     /// `PATH`, a path made absolute against the worker's directory. A job names the
