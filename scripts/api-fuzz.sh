@@ -61,27 +61,44 @@ trap cleanup EXIT
 
 token=$(python3 -c 'import secrets; print(secrets.token_hex(24))')
 database_url=${API_FUZZ_DATABASE_URL:-sqlite://$work/fuzz.db}
-REVENANT_TOKENS="fuzz:admin:$token" REVENANT_LOG=warn \
-    "$bin" --database-url "$database_url" serve --listen 127.0.0.1:0 \
-    2>"$work/serve.log" &
-server_pid=$!
 
-base=
-for _ in $(seq 1 300); do
-    base=$(sed -n 's/.*listening on \(http:\/\/[^ ]*\).*/\1/p' "$work/serve.log" | head -n1)
-    [ -n "$base" ] && break
-    if ! kill -0 "$server_pid" 2>/dev/null; then
-        cat "$work/serve.log" >&2
-        log "revenant serve did not start"
+# Starts `revenant serve` (with the admin token, or with none: loopback mode, where
+# Host, Origin and Content-Type are checked) and sets `base` to its URL.
+start_server() {
+    local mode=$1 log=$work/serve-$1.log
+    if [ "$mode" = tokens ]; then
+        REVENANT_TOKENS="fuzz:admin:$token" REVENANT_LOG=warn \
+            "$bin" --database-url "$database_url" serve --listen 127.0.0.1:0 2>"$log" &
+    else
+        REVENANT_TOKENS= REVENANT_LOG=warn \
+            "$bin" --database-url "$database_url" serve --listen 127.0.0.1:0 2>"$log" &
+    fi
+    server_pid=$!
+    local address=
+    for _ in $(seq 1 300); do
+        address=$(sed -n 's/.*listening on \(http:\/\/[^ ]*\).*/\1/p' "$log" | head -n1)
+        [ -n "$address" ] && break
+        if ! kill -0 "$server_pid" 2>/dev/null; then
+            cat "$log" >&2
+            log "revenant serve ($mode) did not start"
+            exit 1
+        fi
+        sleep 0.1
+    done
+    if [ -z "$address" ]; then
+        log "revenant serve ($mode) printed no address"
         exit 1
     fi
-    sleep 0.1
-done
-if [ -z "$base" ]; then
-    log "revenant serve printed no address"
-    exit 1
-fi
+    base=$address
+}
 
+stop_server() {
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=
+}
+
+start_server tokens
 # Some jobs in several states, so operations on ids and dead letters meet real rows.
 python3 - "$base" "$token" <<'EOF'
 import json, sys, urllib.request
@@ -115,15 +132,36 @@ status=0
     --no-color \
     --report junit --report-dir "$report") || status=$?
 
+stop_server
+# The same database behind a server with no tokens (loopback mode): the checks that keep
+# web pages and DNS rebinding out must answer as documented too. Fewer examples: the
+# shapes are the same, only the gate in front differs.
+start_server none
+log "fuzzing $base without tokens (loopback mode), seed $seed"
+(cd "$work" && "$venv/bin/schemathesis" run "$base/openapi.json" \
+    --header "Content-Type: application/json" \
+    --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
+    --phases coverage,fuzzing \
+    --max-examples "$(( examples / 5 + 1 ))" \
+    --max-time "$max_time" \
+    --seed "$seed" \
+    --workers 1 \
+    --request-timeout 40 \
+    --suppress-health-check all \
+    --generation-database none \
+    --no-color \
+    --report junit --report-dir "$report") || status=$?
+stop_server
+
 # A 5xx is logged as `status=5..` by the request log; a panic kills a connection, which
 # schemathesis reports as a network error, and leaves its message here.
-if grep -q "status=5[0-9][0-9]\|panicked" "$work/serve.log"; then
+if cat "$work"/serve-*.log | grep -q "status=5[0-9][0-9]\|panicked"; then
     log "the server logged errors:"
-    grep "status=5[0-9][0-9]\|panicked" "$work/serve.log" | head -n 20 >&2
+    cat "$work"/serve-*.log | grep "status=5[0-9][0-9]\|panicked" | head -n 20 >&2
     status=1
 fi
 if [ "$status" -ne 0 ]; then
-    cp "$work/serve.log" "$report/serve.log"
+    cp "$work"/serve-*.log "$report/"
     log "the server's log and the JUnit report are in $report"
     log "FAILED (seed $seed; replay with API_FUZZ_SEED=$seed scripts/api-fuzz.sh)"
 else
