@@ -12,6 +12,7 @@
 //! - [`fingerprint`]: the stable fingerprint of an error message that groups dead jobs
 //!   dying of one bug;
 //! - [`names`], [`duration`] and [`rate`]: input validation shared by every entry point;
+//! - [`migration`]: the schema migrations' shared words (`revenant migrate`);
 //! - [`dependency`]: per-dependency circuit breakers, shared rate limits and retry
 //!   budgets.
 //!
@@ -26,6 +27,7 @@ pub mod duration;
 pub mod error;
 pub mod fingerprint;
 pub mod job;
+pub mod migration;
 pub mod names;
 pub mod outcome;
 pub mod policy;

@@ -55,7 +55,7 @@
 //! cannot skip, and fail saying how to start a server).
 
 mod error;
-mod migrate;
+pub mod migrate;
 mod row;
 mod sql;
 mod store;

@@ -41,6 +41,7 @@ use crate::migrate;
 use crate::row::{decodable_job, job_from_row, listed, policy_from_row};
 use crate::sql::Queries;
 use crate::wake::Wakeups;
+use revenant_core::migration::MigrateMode;
 
 /// What enqueueing a batch gives: the results in input order, and the distinct queues
 /// that got a job due now.
@@ -77,6 +78,11 @@ pub struct PgStoreOptions {
     /// `application_name` of the connections (shown in `pg_stat_activity`). Default
     /// `revenant`.
     pub application_name: String,
+    /// Whether connecting applies pending migrations. Default [`MigrateMode::Auto`]:
+    /// concurrent starts take turns on an advisory lock and the first one migrates.
+    /// [`MigrateMode::Never`] applies none and refuses to connect while one is pending
+    /// (apply them with [`crate::migrate::apply`], `revenant migrate`).
+    pub migrate: MigrateMode,
 }
 
 impl Default for PgStoreOptions {
@@ -88,6 +94,7 @@ impl Default for PgStoreOptions {
             notify_interval: Duration::from_millis(50),
             fallback_poll: Duration::from_secs(1),
             application_name: "revenant".to_string(),
+            migrate: MigrateMode::Auto,
         }
     }
 }
@@ -197,7 +204,7 @@ impl PgStore {
     /// wake-up listener opens one extra connection with the pool's connect options.
     pub async fn from_pool(pool: PgPool, options: PgStoreOptions) -> Result<PgStore, StoreError> {
         options.validate()?;
-        migrate::run(&pool, &options.schema).await?;
+        migrate::run(&pool, &options.schema, options.migrate).await?;
         let listener_pool = PgPoolOptions::new()
             .max_connections(1)
             .min_connections(0)
@@ -599,7 +606,7 @@ impl PgStore {
 }
 
 /// Parses a `postgres://` or `postgresql://` URL.
-fn parse_url(url: &str) -> Result<PgConnectOptions, StoreError> {
+pub(crate) fn parse_url(url: &str) -> Result<PgConnectOptions, StoreError> {
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
         return Err(StoreError::UnsupportedUrl {
             url: url.to_string(),

@@ -51,7 +51,7 @@
 //! (the shared behaviour suite).
 
 mod error;
-mod migrate;
+pub mod migrate;
 mod row;
 mod sql;
 pub mod store;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, SecondsFormat, Utc};
 use revenant_core::dependency::{DependencyRecord, DependencyState, WaitReason, WaitingCounts};
+use revenant_core::migration::MigrateMode;
 use revenant_core::store::{held_delay, millis};
 use revenant_core::store::{
     plan_acquire, DependencyAcquireParams, DependencyAcquired, DependencyListParams,
@@ -89,6 +90,37 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
+/// The connect options a URL names (and whether it is in memory), configured as every
+/// connection of the store is: WAL, `synchronous = FULL`, the busy timeout, foreign keys.
+pub(crate) fn connect_options(url: &str) -> Result<(SqliteConnectOptions, bool), StoreError> {
+    if !url.starts_with("sqlite:") {
+        return Err(StoreError::UnsupportedUrl {
+            url: url.to_string(),
+            message: "the SQLite backend opens sqlite://PATH and sqlite::memory:".into(),
+        });
+    }
+    let options =
+        SqliteConnectOptions::from_str(url).map_err(|err| StoreError::UnsupportedUrl {
+            url: url.to_string(),
+            message: err.to_string(),
+        })?;
+    let memory = url.starts_with("sqlite::memory:") || url.contains("mode=memory");
+    Ok((configured(options, memory), memory))
+}
+
+fn configured(options: SqliteConnectOptions, memory: bool) -> SqliteConnectOptions {
+    options
+        .create_if_missing(true)
+        .journal_mode(if memory {
+            SqliteJournalMode::Memory
+        } else {
+            SqliteJournalMode::Wal
+        })
+        .synchronous(SqliteSynchronous::Full)
+        .busy_timeout(BUSY_TIMEOUT)
+        .foreign_keys(true)
+}
+
 impl SqliteStore {
     /// Opens the database a URL names, creating the file if it is missing:
     /// `sqlite://path/to/revenant.db` (relative to the working directory),
@@ -99,25 +131,21 @@ impl SqliteStore {
     /// [`StoreError::Unavailable`] when the file cannot be opened, and
     /// [`StoreError::Backend`] when the migrations fail.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        if !url.starts_with("sqlite:") {
-            return Err(StoreError::UnsupportedUrl {
-                url: url.to_string(),
-                message: "the SQLite backend opens sqlite://PATH and sqlite::memory:".into(),
-            });
-        }
-        let options =
-            SqliteConnectOptions::from_str(url).map_err(|err| StoreError::UnsupportedUrl {
-                url: url.to_string(),
-                message: err.to_string(),
-            })?;
-        let memory = url.starts_with("sqlite::memory:") || url.contains("mode=memory");
-        Self::open_with(options, memory, None).await
+        Self::connect_with(url, MigrateMode::Auto).await
+    }
+
+    /// [`SqliteStore::connect`], applying pending migrations or not: with
+    /// [`MigrateMode::Never`] the store applies none and refuses to open a database
+    /// that lacks one (apply them with [`crate::migrate::apply`], `revenant migrate`).
+    pub async fn connect_with(url: &str, migrate: MigrateMode) -> Result<Self, StoreError> {
+        let (options, memory) = connect_options(url)?;
+        Self::open_with(options, memory, None, migrate).await
     }
 
     /// Opens (creating if missing) the database file at `path`.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let options = SqliteConnectOptions::new().filename(path.as_ref());
-        Self::open_with(options, false, None).await
+        Self::open_with(options, false, None, MigrateMode::Auto).await
     }
 
     /// Opens a fresh database in a new temporary directory, deleted when the store is
@@ -128,24 +156,16 @@ impl SqliteStore {
             .tempdir()
             .map_err(StoreError::unavailable)?;
         let options = SqliteConnectOptions::new().filename(dir.path().join("revenant.db"));
-        Self::open_with(options, false, Some(dir)).await
+        Self::open_with(options, false, Some(dir), MigrateMode::Auto).await
     }
 
     async fn open_with(
         options: SqliteConnectOptions,
         memory: bool,
         temp_dir: Option<tempfile::TempDir>,
+        migrate: MigrateMode,
     ) -> Result<Self, StoreError> {
-        let options = options
-            .create_if_missing(true)
-            .journal_mode(if memory {
-                SqliteJournalMode::Memory
-            } else {
-                SqliteJournalMode::Wal
-            })
-            .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(BUSY_TIMEOUT)
-            .foreign_keys(true);
+        let options = configured(options, memory);
         // An in-memory database lives in its connection: keep exactly one, forever, for
         // reads and writes alike.
         let one_forever = || {
@@ -170,7 +190,11 @@ impl SqliteStore {
                 )
                 .await
                 .map_err(classify)?;
-            // Readers connect after the writer created the file and set WAL mode.
+            // Readers connect after the writer created the file, set WAL mode and
+            // migrated: a reader connected before a migration keeps the old schema's
+            // column list for `SELECT *` and fails on the new columns (found by
+            // tests/upgrade.rs).
+            migrate::run(&writer, migrate).await?;
             let pool = SqlitePoolOptions::new()
                 .max_connections(POOL_SIZE)
                 .connect_with(options)
@@ -178,7 +202,9 @@ impl SqliteStore {
                 .map_err(classify)?;
             (pool, writer)
         };
-        migrate::run(&writer).await?;
+        if memory {
+            migrate::run(&writer, migrate).await?;
+        }
         let store = SqliteStore {
             pool,
             writer,

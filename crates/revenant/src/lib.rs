@@ -71,6 +71,7 @@ pub use client::{
     Client, DeadSelection, ExportError, Preview, RedriveProgress, RedriveReport, RedriveRequest,
     SettleReport,
 };
+pub use revenant_core::migration::{MigrateMode, Migration};
 pub use revenant_core::store::PolicyScope;
 pub use revenant_core::{
     backoff, decide, dependency, duration, error, fingerprint, job, names, outcome, policy, rate,
@@ -120,6 +121,45 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Store>, StoreError> {
     match Backend::from_url(url)? {
         Backend::Sqlite => Ok(Arc::new(sqlite::SqliteStore::connect(url).await?)),
         Backend::Postgres => Ok(Arc::new(postgres::PgStore::connect(url).await?)),
+    }
+}
+
+/// [`connect`], applying pending migrations or not: with [`MigrateMode::Never`] no
+/// migration is applied and a database that lacks one is refused (apply them with
+/// [`migrate`] first). See docs/deploy.md for which to choose.
+pub async fn connect_with(url: &str, mode: MigrateMode) -> Result<Arc<dyn Store>, StoreError> {
+    match Backend::from_url(url)? {
+        Backend::Sqlite => Ok(Arc::new(
+            sqlite::SqliteStore::connect_with(url, mode).await?,
+        )),
+        Backend::Postgres => {
+            let options = postgres::PgStoreOptions {
+                migrate: mode,
+                ..postgres::PgStoreOptions::default()
+            };
+            Ok(Arc::new(
+                postgres::PgStore::connect_with(url, options).await?,
+            ))
+        }
+    }
+}
+
+/// Applies the pending schema migrations of the database a URL names, up to `version`
+/// inclusive (`None`: all), and returns those applied, oldest first (none: the schema
+/// was current). What [`connect`] does at start, on its own.
+pub async fn migrate(url: &str, version: Option<i64>) -> Result<Vec<Migration>, StoreError> {
+    match Backend::from_url(url)? {
+        Backend::Sqlite => sqlite::migrate::apply(url, version).await,
+        Backend::Postgres => postgres::migrate::apply_at(url, version).await,
+    }
+}
+
+/// Every migration this version knows, oldest first, with when the database named by
+/// the URL applied it (`None`: pending). Changes nothing.
+pub async fn migration_status(url: &str) -> Result<Vec<Migration>, StoreError> {
+    match Backend::from_url(url)? {
+        Backend::Sqlite => sqlite::migrate::status(url).await,
+        Backend::Postgres => postgres::migrate::status_at(url).await,
     }
 }
 
