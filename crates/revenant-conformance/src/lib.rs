@@ -32,7 +32,9 @@
 //! silence.
 
 pub mod cases;
+pub mod migrations;
 pub mod stage;
+pub mod upgrade;
 
 pub use revenant_core::Store;
 
