@@ -19,6 +19,12 @@ pub struct Cli {
     )]
     pub database_url: String,
 
+    /// Whether opening the database applies pending schema migrations: `auto`, or
+    /// `never` (refuse to start while one is pending; run `revenant migrate` as a
+    /// step of the deploy). See docs/deploy.md.
+    #[arg(long, global = true, env = "REVENANT_MIGRATE", default_value = "auto")]
+    pub migrate: revenant::MigrateMode,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -71,6 +77,10 @@ pub enum Command {
     /// web dashboard until SIGTERM or Ctrl-C. Tokens come from --config and
     /// REVENANT_TOKENS; without any, only a loopback address is allowed.
     Serve(crate::commands::ServeArgs),
+    /// Apply the pending schema migrations and print them, or list every migration
+    /// as applied or pending (--status). Processes also migrate when they open the
+    /// database, unless --migrate never.
+    Migrate(crate::commands::MigrateArgs),
 }
 
 /// `revenant enqueue`.

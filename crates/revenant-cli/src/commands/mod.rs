@@ -9,6 +9,7 @@ mod enqueue;
 mod filter;
 mod jobs;
 mod metrics;
+mod migrate;
 mod policy;
 mod protection;
 mod queues;
@@ -21,12 +22,13 @@ pub use breaker::BreakerCommand;
 pub use check::{CheckArgs, UNKNOWN as CHECK_UNKNOWN};
 pub use demo::DemoArgs;
 pub use metrics::MetricsArgs;
+pub use migrate::MigrateArgs;
 pub use policy::PolicyCommand;
 pub use serve::ServeArgs;
 pub use simulate::SimulateArgs;
 pub use work::WorkArgs;
 
-use revenant::Client;
+use revenant::{Client, MigrateMode};
 use std::process::ExitCode;
 
 use crate::cli::{Cli, Command};
@@ -39,20 +41,22 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Policy(command) => policy::run(&url, command).await,
         Command::Simulate(args) => simulate::run(args).await,
         Command::Demo(args) => demo::run(args).await,
-        Command::Enqueue(args) => enqueue::run(&open(&url).await?, args).await,
-        Command::Jobs(command) => jobs::run(&open(&url).await?, command).await,
-        Command::Dead(command) => dead::run(&open(&url).await?, command).await,
-        Command::Queues(command) => queues::run(&open(&url).await?, command).await,
-        Command::Stats(args) => stats::run(open(&url).await?.store(), args).await,
-        Command::Breaker(command) => breaker::run(&open(&url).await?, command).await,
-        Command::Work(args) => work::run(&open(&url).await?, args).await,
+        Command::Enqueue(args) => enqueue::run(&open(&url, cli.migrate).await?, args).await,
+        Command::Jobs(command) => jobs::run(&open(&url, cli.migrate).await?, command).await,
+        Command::Dead(command) => dead::run(&open(&url, cli.migrate).await?, command).await,
+        Command::Queues(command) => queues::run(&open(&url, cli.migrate).await?, command).await,
+        Command::Stats(args) => stats::run(open(&url, cli.migrate).await?.store(), args).await,
+        Command::Breaker(command) => breaker::run(&open(&url, cli.migrate).await?, command).await,
+        Command::Work(args) => work::run(&open(&url, cli.migrate).await?, args).await,
         Command::Check(args) => check::run(&url, args).await,
-        Command::Metrics(args) => metrics::run(open(&url).await?.store(), args).await,
-        Command::Serve(args) => serve::run(&url, args).await,
+        Command::Migrate(args) => migrate::run(&url, args).await,
+        Command::Metrics(args) => metrics::run(open(&url, cli.migrate).await?.store(), args).await,
+        Command::Serve(args) => serve::run(&url, cli.migrate, args).await,
     }
 }
 
 /// Opens the store the URL names, behind the client every command goes through.
-async fn open(url: &str) -> Result<Client, CliError> {
-    Ok(Client::connect(url).await?)
+/// Applies pending migrations first unless `migrate` is `never`.
+async fn open(url: &str, migrate: MigrateMode) -> Result<Client, CliError> {
+    Ok(Client::new(revenant::connect_with(url, migrate).await?))
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use revenant::InputError;
+use revenant::{InputError, MigrateMode};
 use revenant_server::config::{self, ConfigError, DEFAULT_MAX_BODY};
 use revenant_server::{ServerConfig, Tokens};
 
@@ -38,7 +38,7 @@ const TOKENS_VAR: &str = "REVENANT_TOKENS";
 
 /// Runs the server until SIGTERM or Ctrl-C, then lets requests in flight finish.
 /// Every configuration problem is refused before the store is opened: exit 2.
-pub async fn run(url: &str, args: ServeArgs) -> Result<ExitCode, CliError> {
+pub async fn run(url: &str, migrate: MigrateMode, args: ServeArgs) -> Result<ExitCode, CliError> {
     let addr: SocketAddr = args.listen.trim().parse().map_err(|_| {
         InputError::new(
             "--listen",
@@ -49,7 +49,7 @@ pub async fn run(url: &str, args: ServeArgs) -> Result<ExitCode, CliError> {
         )
     })?;
     let server_config = configure(addr, &args).map_err(config_error)?;
-    let store = revenant::connect(url).await?;
+    let store = revenant::connect_with(url, migrate).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|err| CliError::Failed(format!("cannot listen on {addr}: {err}")))?;
