@@ -71,6 +71,11 @@ pub enum Command {
     /// web dashboard until SIGTERM or Ctrl-C. Tokens come from --config and
     /// REVENANT_TOKENS; without any, only a loopback address is allowed.
     Serve(crate::commands::ServeArgs),
+    /// Print the shell completion script for bash, zsh or fish to standard output.
+    Completions(crate::commands::CompletionsArgs),
+    /// Write the man pages: revenant.1 and one page per subcommand
+    /// (revenant-dead-redrive.1, ...).
+    Man(crate::commands::ManArgs),
 }
 
 /// `revenant enqueue`.

@@ -3,11 +3,13 @@
 
 mod breaker;
 mod check;
+mod completions;
 mod dead;
 mod demo;
 mod enqueue;
 mod filter;
 mod jobs;
+mod man;
 mod metrics;
 mod policy;
 mod protection;
@@ -19,7 +21,9 @@ mod work;
 
 pub use breaker::BreakerCommand;
 pub use check::{CheckArgs, UNKNOWN as CHECK_UNKNOWN};
+pub use completions::CompletionsArgs;
 pub use demo::DemoArgs;
+pub use man::ManArgs;
 pub use metrics::MetricsArgs;
 pub use policy::PolicyCommand;
 pub use serve::ServeArgs;
@@ -49,6 +53,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Check(args) => check::run(&url, args).await,
         Command::Metrics(args) => metrics::run(open(&url).await?.store(), args).await,
         Command::Serve(args) => serve::run(&url, args).await,
+        Command::Completions(args) => completions::run(args),
+        Command::Man(args) => man::run(args),
     }
 }
 
