@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 ///
 /// Exit codes: 0 success, 1 failure, 2 bad usage or bad input.
 #[derive(Debug, Parser)]
-#[command(name = "revenant", version, about, long_about = None)]
+#[command(name = "revenant", version = crate::version::VERSION, about, long_about = None)]
 pub struct Cli {
     /// The database: sqlite://PATH (embedded, created if missing) or
     /// postgres://USER@HOST/DB.
