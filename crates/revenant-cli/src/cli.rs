@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 ///
 /// Exit codes: 0 success, 1 failure, 2 bad usage or bad input.
 #[derive(Debug, Parser)]
-#[command(name = "revenant", version, about, long_about = None)]
+#[command(name = "revenant", version = crate::version::VERSION, about, long_about = None)]
 pub struct Cli {
     /// The database: sqlite://PATH (embedded, created if missing) or
     /// postgres://USER@HOST/DB.
@@ -81,6 +81,11 @@ pub enum Command {
     /// as applied or pending (--status). Processes also migrate when they open the
     /// database, unless --migrate never.
     Migrate(crate::commands::MigrateArgs),
+    /// Print the shell completion script for bash, zsh or fish to standard output.
+    Completions(crate::commands::CompletionsArgs),
+    /// Write the man pages: revenant.1 and one page per subcommand
+    /// (revenant-dead-redrive.1, ...).
+    Man(crate::commands::ManArgs),
 }
 
 /// `revenant enqueue`.

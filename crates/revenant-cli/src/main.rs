@@ -6,6 +6,7 @@ mod cli;
 mod commands;
 mod error;
 mod output;
+mod version;
 
 use std::process::ExitCode;
 

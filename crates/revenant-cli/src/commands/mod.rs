@@ -3,11 +3,13 @@
 
 mod breaker;
 mod check;
+mod completions;
 mod dead;
 mod demo;
 mod enqueue;
 mod filter;
 mod jobs;
+mod man;
 mod metrics;
 mod migrate;
 mod policy;
@@ -20,7 +22,9 @@ mod work;
 
 pub use breaker::BreakerCommand;
 pub use check::{CheckArgs, UNKNOWN as CHECK_UNKNOWN};
+pub use completions::CompletionsArgs;
 pub use demo::DemoArgs;
+pub use man::ManArgs;
 pub use metrics::MetricsArgs;
 pub use migrate::MigrateArgs;
 pub use policy::PolicyCommand;
@@ -52,6 +56,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Migrate(args) => migrate::run(&url, args).await,
         Command::Metrics(args) => metrics::run(open(&url, cli.migrate).await?.store(), args).await,
         Command::Serve(args) => serve::run(&url, cli.migrate, args).await,
+        Command::Completions(args) => completions::run(args),
+        Command::Man(args) => man::run(args),
     }
 }
 

@@ -37,9 +37,13 @@
 //! predicted, with other builds running). On a slower or busier machine the worker can
 //! fall behind: retries run late and the provider sees fewer requests than the
 //! simulator predicts. The demo says so (`kept_up`, and a note under the table) rather
-//! than hiding it; nothing is lost or delivered twice either way. The
-//! scale cannot go past 600: the default 60 s lease would fall below the 100 ms the
-//! policy accepts.
+//! than hiding it; nothing is lost or delivered twice either way.
+//!
+//! **The fastest scales.** The defaults are also the most the demo accepts: 30x with
+//! the breaker ([`scenario::MAX_SCALE_WITH_BREAKER`]: at 60x its own check of the
+//! provider's limit after recovery failed on that VM) and 60x without
+//! ([`scenario::MAX_SCALE_WITHOUT_BREAKER`]). A faster `--scale` is refused with the
+//! reason rather than played into checks that fail for the machine's sake.
 
 mod live;
 mod provider;
@@ -93,11 +97,11 @@ const POLL: Duration = Duration::from_millis(5);
 /// sleep in a thousand overshot by 9 ms), which at 60x is half a simulated second and
 /// at 30x a quarter. 30x plays the story (31 minutes, then about 7 to drain) in about
 /// 80 s.
-const SCALE_WITH_BREAKER: f64 = 30.0;
+const SCALE_WITH_BREAKER: f64 = scenario::MAX_SCALE_WITH_BREAKER;
 
 /// The default time scale without the breaker: its drain takes about 40 simulated
 /// minutes, so only 60x fits the story in two minutes.
-const SCALE_WITHOUT_BREAKER: f64 = 60.0;
+const SCALE_WITHOUT_BREAKER: f64 = scenario::MAX_SCALE_WITHOUT_BREAKER;
 
 /// `revenant demo`: the defaults are the design's story.
 #[derive(Debug, clap::Args)]
@@ -106,8 +110,9 @@ pub struct DemoArgs {
     #[arg(long, default_value = "30m")]
     pub outage: String,
     /// Simulated seconds per real second: 60 plays a simulated minute in one real
-    /// second. The policy's durations are divided by it. Default 30 with the breaker,
-    /// 60 with --no-breaker (see the module docs).
+    /// second. The policy's durations are divided by it. Default and most: 30 with the
+    /// breaker, 60 with --no-breaker (faster, the demo's own checks fail on a 2-core
+    /// machine; see the module docs).
     #[arg(long)]
     pub scale: Option<f64>,
     /// Receipts per simulated second.
@@ -116,9 +121,10 @@ pub struct DemoArgs {
     /// Jobs the worker runs at once.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
-    /// Write the chart here.
-    #[arg(long, default_value = "revenant-demo.svg")]
-    pub chart: PathBuf,
+    /// Write the chart here. Default: a new file in the system's temporary directory,
+    /// `revenant-demo-XXXXXX.svg`; its path is printed at the end.
+    #[arg(long)]
+    pub chart: Option<PathBuf>,
     /// Keep the temporary directory (and its database) and print its path.
     #[arg(long)]
     pub keep: bool,
@@ -455,10 +461,15 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CliError> {
         dead_permanent,
     );
     let simulated = revenant_sim::simulate(&scenario.sim_config()?)?;
-    report::write_chart(&args.chart, &scenario, &measured, &seconds).map_err(|err| {
+    let chart = match &args.chart {
+        Some(path) => path.clone(),
+        None => new_chart_file()
+            .map_err(|err| CliError::Failed(format!("cannot make the chart's file: {err}")))?,
+    };
+    report::write_chart(&chart, &scenario, &measured, &seconds).map_err(|err| {
         CliError::Failed(format!(
             "cannot write the chart to {}: {err}",
-            args.chart.display()
+            chart.display()
         ))
     })?;
     let database = if args.keep {
@@ -519,7 +530,7 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CliError> {
         simulated,
         checks,
         protection,
-        chart: args.chart.clone(),
+        chart,
         database,
         kept_up,
         wall_secs: began.elapsed().as_secs_f64(),
@@ -588,6 +599,25 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CliError> {
         );
         Ok(ExitCode::from(1))
     }
+}
+
+/// The chart's default file: a new `revenant-demo-XXXXXX.svg` in the system's
+/// temporary directory (`TMPDIR`, else `/tmp`), kept after the demo exits.
+///
+/// Why there: not the current directory, which is usually a checkout (a chart once
+/// landed in the repository that way); not beside the database, whose directory is
+/// removed at the end unless `--keep`, and may be in `/dev/shm`, where a file costs
+/// memory until reboot. A new name per run rather than a fixed one, so two demos at
+/// once do not overwrite each other's chart, and so the file is created fresh
+/// (never through a link someone left at a well-known name in a shared directory).
+fn new_chart_file() -> std::io::Result<PathBuf> {
+    let (_, path) = tempfile::Builder::new()
+        .prefix("revenant-demo-")
+        .suffix(".svg")
+        .tempfile()?
+        .keep()
+        .map_err(|err| err.error)?;
+    Ok(path)
 }
 
 /// The demo's directory: on a memory file system (`/dev/shm`) when the machine has
