@@ -162,9 +162,14 @@ struct ProtectionChecks {
     outage_at_most_a_tenth_of_a_request_per_receipt: bool,
     /// No receipt was dead-lettered by the outage.
     none_dead_of_the_outage: bool,
-    /// After recovery the provider refused nothing for being over its limit (a token
-    /// bucket: see the provider module), and no simulated second, counted raw as the
-    /// requests reached it (`measured.recovery_peak_rps`), held more than the limit.
+    /// After recovery the provider refused nothing for being over its limit (its token
+    /// bucket, the way providers enforce a limit: see the provider module), and the
+    /// worker sent no more than the limit in any simulated second
+    /// (`measured.recovery_peak_sent_rps`). The busiest second as the requests reached
+    /// the provider (`measured.recovery_peak_rps`) is printed beside it but not held to
+    /// the limit: on a loaded machine a few milliseconds of scheduling delay move
+    /// requests into the next simulated second (33 ms at 30x) and read as a peak no
+    /// sender caused; the bucket, which allows the provider's burst, is the judge.
     recovery_within_the_providers_limit: bool,
     /// The backlog was delivered within its size over the limit plus a minute.
     backlog_drained_in_time: bool,
@@ -505,7 +510,7 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CliError> {
                 recovery_within_the_providers_limit: measured.over_limit == 0
                     && scenario
                         .provider_limit
-                        .is_none_or(|limit| measured.recovery_peak_rps as f64 <= limit),
+                        .is_none_or(|limit| measured.recovery_peak_sent_rps as f64 <= limit),
                 backlog_drained_in_time: measured
                     .backlog_drain_bound_secs
                     .is_none_or(|bound| measured.backlog_drain_secs <= bound),
@@ -557,7 +562,7 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CliError> {
         );
         if let Some(p) = &summary.protection {
             println!(
-                "breaker ({} trip{}): at most 0.1 requests per fresh receipt while down: {}; none dead of the outage: {}; never over the provider's limit after recovery: {} (busiest simulated second {}, as sent {}); backlog delivered within backlog / limit + 1 minute: {}",
+                "breaker ({} trip{}): at most 0.1 requests per fresh receipt while down: {}; none dead of the outage: {}; never over the provider's limit after recovery: {} (nothing refused by its bucket; busiest simulated second as received {}, as sent {}); backlog delivered within backlog / limit + 1 minute: {}",
                 p.breaker_trips,
                 if p.breaker_trips == 1 { "" } else { "s" },
                 yes_no(p.outage_at_most_a_tenth_of_a_request_per_receipt),

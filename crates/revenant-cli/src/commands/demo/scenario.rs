@@ -43,13 +43,11 @@ pub const DEPENDENCY: &str = "email-provider";
 pub const RATE_LIMIT_SHARE: f64 = 0.94;
 
 /// The fastest scale the demo plays with the breaker. After recovery the worker sends
-/// 47 paced requests per simulated second and the check counts them per simulated
-/// second as they reach the provider. A busy machine fires timers a few milliseconds
-/// late now and then, and at 60x (a simulated second is 17 ms) that moves a bunch of
-/// requests into the next second: runs on the 2-core VM this was built on read 57 in
-/// the provider's busiest second though the worker sent at most 47, and the check
-/// said NO. At 30x the same lateness is a quarter of a simulated second and the check
-/// passed on every run; a slower scale only gives the timers more room.
+/// 47 paced requests per simulated second; the provider's token bucket judges them. At
+/// 60x a simulated second is 17 ms, and a busy machine's late timers bunch enough
+/// requests to overflow the bucket's burst now and then; at 30x (33 ms) two release
+/// runs on the busy 2-core machine this was checked on refused nothing and sent at
+/// most 47 in any simulated second. A slower scale only gives the timers more room.
 pub const MAX_SCALE_WITH_BREAKER: f64 = 30.0;
 
 /// The fastest scale the demo plays without the breaker. At 60x the outage asks for
