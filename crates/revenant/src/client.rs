@@ -142,7 +142,10 @@ impl Client {
     /// PostgreSQL's enqueue inside your own transaction (the outbox pattern), where the
     /// jobs exist only if your transaction commits.
     ///
+    /// With the `postgres` feature (on by default):
+    ///
     /// ```no_run
+    /// # #[cfg(feature = "postgres")]
     /// # async fn example(client: revenant::Client, pg: revenant::backends::postgres::PgStore) -> Result<(), Box<dyn std::error::Error>> {
     /// use revenant::NewJob;
     ///

@@ -94,16 +94,23 @@ pub mod runtime {
     pub use revenant_runtime::*;
 }
 
-/// The backends, for what only one of them offers (a PostgreSQL transaction's
-/// enqueue, [`postgres::PgStore::job_enqueue_tx`]) and for tests. Most code needs only
+/// The backends this build includes (the `sqlite` and `postgres` features, both on by
+/// default), for what only one of them offers (a PostgreSQL transaction's enqueue,
+/// `postgres::PgStore::job_enqueue_tx`) and for tests. Most code needs only
 /// [`connect`].
 pub mod backends {
+    #[cfg(feature = "postgres")]
     pub use revenant_postgres as postgres;
+    #[cfg(feature = "sqlite")]
     pub use revenant_sqlite as sqlite;
 }
 // Kept at the root for the crate's own tests and tools; users see `backends`.
+#[cfg(feature = "postgres")]
 #[doc(hidden)]
-pub use backends::{postgres, sqlite};
+pub use backends::postgres;
+#[cfg(feature = "sqlite")]
+#[doc(hidden)]
+pub use backends::sqlite;
 
 /// The URL used when none is given: a SQLite file in the working directory.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://revenant.db";
@@ -115,12 +122,20 @@ pub const SUPPORTED_SCHEMES: &[&str] = &["sqlite://", "sqlite:", "postgres://", 
 /// missing) or `postgres://user@host/db`.
 ///
 /// Fails with [`StoreError::UnsupportedUrl`] for any other scheme, listing the
-/// supported ones, and with [`StoreError::Unavailable`] when the database cannot be
-/// reached.
+/// supported ones, or for a backend this build leaves out (the message names the
+/// cargo feature to turn on), and with [`StoreError::Unavailable`] when the database
+/// cannot be reached.
 pub async fn connect(url: &str) -> Result<Arc<dyn Store>, StoreError> {
     match Backend::from_url(url)? {
+        #[cfg(feature = "sqlite")]
         Backend::Sqlite => Ok(Arc::new(sqlite::SqliteStore::connect(url).await?)),
+        #[cfg(feature = "postgres")]
         Backend::Postgres => Ok(Arc::new(postgres::PgStore::connect(url).await?)),
+        #[allow(
+            unreachable_patterns,
+            reason = "reached only when a backend feature is off"
+        )]
+        backend => Err(backend.left_out(url)),
     }
 }
 
@@ -173,6 +188,27 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// The cargo feature of this crate that builds the backend in.
+    pub fn feature(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+
+    /// The error of [`connect`] for a backend this build leaves out.
+    fn left_out(self, url: &str) -> StoreError {
+        let url = redact(url);
+        let scheme = url.split(':').next().unwrap_or_default();
+        StoreError::UnsupportedUrl {
+            message: format!(
+                "{scheme}:// needs revenant's {:?} feature, which this build leaves out",
+                self.feature()
+            ),
+            url,
+        }
+    }
+
     /// Picks the backend from the URL's scheme, or says which schemes are supported.
     ///
     /// ```
@@ -219,5 +255,50 @@ pub fn redact(url: &str) -> String {
             None => url.to_string(),
         },
         None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The message of a refused URL, or a panic if the URL was not refused as
+    /// unsupported.
+    #[cfg(not(all(feature = "sqlite", feature = "postgres")))]
+    async fn refusal(url: &str) -> String {
+        match connect(url).await {
+            Err(StoreError::UnsupportedUrl { message, .. }) => message,
+            Err(other) => panic!("{url}: expected UnsupportedUrl, got {other:?}"),
+            Ok(_) => panic!("{url}: expected UnsupportedUrl, got a store"),
+        }
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    #[tokio::test]
+    async fn a_postgres_url_without_the_postgres_feature_names_the_feature() {
+        let message = refusal("postgres://app:s3cret@db.example/app").await;
+        assert_eq!(
+            message,
+            r#"postgres:// needs revenant's "postgres" feature, which this build leaves out"#
+        );
+        // The `postgresql://` spelling names its own scheme.
+        let message = refusal("postgresql://db.example/app").await;
+        assert!(message.starts_with("postgresql:// needs"), "{message}");
+    }
+
+    #[cfg(not(feature = "sqlite"))]
+    #[tokio::test]
+    async fn a_sqlite_url_without_the_sqlite_feature_names_the_feature() {
+        let message = refusal("sqlite://revenant.db").await;
+        assert_eq!(
+            message,
+            r#"sqlite:// needs revenant's "sqlite" feature, which this build leaves out"#
+        );
+    }
+
+    #[test]
+    fn every_backend_names_its_feature() {
+        assert_eq!(Backend::Sqlite.feature(), "sqlite");
+        assert_eq!(Backend::Postgres.feature(), "postgres");
     }
 }
