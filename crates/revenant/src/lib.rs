@@ -142,11 +142,17 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Store>, StoreError> {
 /// [`connect`], applying pending migrations or not: with [`MigrateMode::Never`] no
 /// migration is applied and a database that lacks one is refused (apply them with
 /// [`migrate`] first). See docs/deploy.md for which to choose.
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres")),
+    allow(unused_variables, reason = "with no backend every URL is refused")
+)]
 pub async fn connect_with(url: &str, mode: MigrateMode) -> Result<Arc<dyn Store>, StoreError> {
     match Backend::from_url(url)? {
+        #[cfg(feature = "sqlite")]
         Backend::Sqlite => Ok(Arc::new(
             sqlite::SqliteStore::connect_with(url, mode).await?,
         )),
+        #[cfg(feature = "postgres")]
         Backend::Postgres => {
             let options = postgres::PgStoreOptions {
                 migrate: mode,
@@ -156,16 +162,32 @@ pub async fn connect_with(url: &str, mode: MigrateMode) -> Result<Arc<dyn Store>
                 postgres::PgStore::connect_with(url, options).await?,
             ))
         }
+        #[allow(
+            unreachable_patterns,
+            reason = "reached only when a backend feature is off"
+        )]
+        backend => Err(backend.left_out(url)),
     }
 }
 
 /// Applies the pending schema migrations of the database a URL names, up to `version`
 /// inclusive (`None`: all), and returns those applied, oldest first (none: the schema
 /// was current). What [`connect`] does at start, on its own.
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres")),
+    allow(unused_variables, reason = "with no backend every URL is refused")
+)]
 pub async fn migrate(url: &str, version: Option<i64>) -> Result<Vec<Migration>, StoreError> {
     match Backend::from_url(url)? {
+        #[cfg(feature = "sqlite")]
         Backend::Sqlite => sqlite::migrate::apply(url, version).await,
+        #[cfg(feature = "postgres")]
         Backend::Postgres => postgres::migrate::apply_at(url, version).await,
+        #[allow(
+            unreachable_patterns,
+            reason = "reached only when a backend feature is off"
+        )]
+        backend => Err(backend.left_out(url)),
     }
 }
 
@@ -173,8 +195,15 @@ pub async fn migrate(url: &str, version: Option<i64>) -> Result<Vec<Migration>, 
 /// the URL applied it (`None`: pending). Changes nothing.
 pub async fn migration_status(url: &str) -> Result<Vec<Migration>, StoreError> {
     match Backend::from_url(url)? {
+        #[cfg(feature = "sqlite")]
         Backend::Sqlite => sqlite::migrate::status(url).await,
+        #[cfg(feature = "postgres")]
         Backend::Postgres => postgres::migrate::status_at(url).await,
+        #[allow(
+            unreachable_patterns,
+            reason = "reached only when a backend feature is off"
+        )]
+        backend => Err(backend.left_out(url)),
     }
 }
 
