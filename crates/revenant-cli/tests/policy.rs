@@ -2,98 +2,13 @@
 //! once for a queue decides a job's attempts at enqueue and its backoff in the worker,
 //! and the worker has no flag that could silently disagree.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
 
 use serde_json::Value;
 
-struct Db {
-    _dir: tempfile::TempDir,
-    url: String,
-}
+mod support;
 
-impl Db {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path: PathBuf = dir.path().join("try.db");
-        Db {
-            url: format!("sqlite://{}", path.display()),
-            _dir: dir,
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_revenant"));
-        command
-            .args(args)
-            .env("REVENANT_DATABASE_URL", &self.url)
-            .env_remove("REVENANT_LOG");
-        command
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("run revenant")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("utf-8 output")
-    }
-
-    fn ok_json(&self, args: &[&str]) -> Value {
-        let text = self.ok(args);
-        serde_json::from_str(&text)
-            .unwrap_or_else(|err| panic!("{args:?} printed no JSON ({err}): {text}"))
-    }
-
-    fn fails(&self, args: &[&str], code: i32, mentions: &str) {
-        let out = self.run(args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
-        assert!(
-            stderr.contains(mentions),
-            "{args:?}: stderr should mention {mentions:?}: {stderr}"
-        );
-    }
-}
-
-/// A `revenant work` process, killed when dropped (the test's checks are done by then;
-/// leases it held do not matter to a throwaway database).
-struct Worker(Child);
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Polls `jobs show` until the job is finished, or panics after a generous bound.
-fn wait_finished(db: &Db, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let job = db.ok_json(&["jobs", "show", id, "--json"]);
-        if matches!(
-            job["status"].as_str(),
-            Some("dead" | "completed" | "cancelled")
-        ) {
-            return job;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "job {id} still {} after 60 s: {job}",
-            job["status"]
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
+use support::{Db, Worker};
 
 #[test]
 fn a_stored_queue_policy_gives_three_attempts_and_dead_at_three() {
@@ -150,7 +65,7 @@ fn a_stored_queue_policy_gives_three_attempts_and_dead_at_three() {
         .spawn()
         .expect("start revenant work"),
     );
-    let job = wait_finished(&db, &id);
+    let job = db.wait_finished(&id);
     assert_eq!(job["status"], "dead", "{job}");
     assert_eq!(job["dead_reason"], "attempts_exhausted", "{job}");
     assert_eq!(job["attempts"], 3, "{job}");

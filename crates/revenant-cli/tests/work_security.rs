@@ -4,102 +4,15 @@
 
 use std::io::Read;
 use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-struct Db {
-    dir: tempfile::TempDir,
-    url: String,
-}
+mod support;
 
-impl Db {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path: PathBuf = dir.path().join("work.db");
-        Db {
-            url: format!("sqlite://{}", path.display()),
-            dir,
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_revenant"));
-        command
-            .args(args)
-            .env("REVENANT_DATABASE_URL", &self.url)
-            .env_remove("REVENANT_LOG");
-        command
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("run revenant")
-    }
-
-    fn ok_json(&self, args: &[&str]) -> Value {
-        let out = self.run(args);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("JSON output")
-    }
-
-    fn fails(&self, args: &[&str], code: i32, mentions: &str) {
-        let out = self.run(args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
-        assert!(
-            stderr.contains(mentions),
-            "{args:?}: stderr should mention {mentions:?}: {stderr}"
-        );
-    }
-
-    fn enqueue(&self, kind: &str, payload: Value) -> String {
-        let job = self.ok_json(&[
-            "enqueue",
-            "--queue",
-            "q",
-            "--kind",
-            kind,
-            "--payload",
-            &payload.to_string(),
-            "--json",
-        ]);
-        job["id"].to_string()
-    }
-
-    fn wait_finished(&self, id: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let job = self.ok_json(&["jobs", "show", id, "--json"]);
-            if matches!(
-                job["status"].as_str(),
-                Some("dead" | "completed" | "cancelled")
-            ) {
-                return job;
-            }
-            assert!(Instant::now() < deadline, "job {id} unfinished: {job}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-/// A `revenant work` process, killed when dropped.
-struct Worker(Child);
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use support::{Db, Worker};
 
 fn worker(db: &Db, extra: &[&str]) -> Worker {
     let args = [&["work", "-q", "q", "--no-breaker"], extra].concat();
