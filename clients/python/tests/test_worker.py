@@ -13,8 +13,19 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from conftest import Server, eventually, unique
-from revenant_client import JobContext, NewJob, Permanent, Retry, Snooze, Worker, WorkerStats
+from conftest import WORK_TOKEN, Server, eventually, unique
+from revenant_client import (
+    Client,
+    FailResult,
+    JobContext,
+    Lease,
+    NewJob,
+    Permanent,
+    Retry,
+    Snooze,
+    Worker,
+    WorkerStats,
+)
 
 
 class Running:
@@ -41,6 +52,27 @@ class Running:
             raise self.error
         assert self.stats is not None
         return self.stats
+
+
+class RecordingClient(Client):
+    """A client that records the settle calls it makes: what the worker sent, not
+    only what the server accepted."""
+
+    def __init__(self, server: Server, token: str) -> None:
+        super().__init__(server.url, token)
+        self.settles: List[str] = []
+
+    def complete(self, job: Lease) -> None:
+        self.settles.append(f"complete {job.id}")
+        super().complete(job)
+
+    def fail(self, job: Lease, message: str, **options: object) -> FailResult:
+        self.settles.append(f"fail {job.id}")
+        return super().fail(job, message, **options)  # type: ignore[arg-type]
+
+    def snooze(self, job: Lease, delay: object) -> None:
+        self.settles.append(f"snooze {job.id}")
+        super().snooze(job, delay)  # type: ignore[arg-type]
 
 
 FAST_RETRIES = {
@@ -199,7 +231,8 @@ def test_a_lost_lease_stops_heartbeats_and_is_never_acked(server: Server) -> Non
         # Returns normally: the worker must still not complete the job.
 
     job_id = server.produce.enqueue(queue, "stubborn").id
-    running = Running(Worker(server.work, queue, {"stubborn": stubborn}, lease="3s", heartbeat_every="1s", wait="1s"))
+    client = RecordingClient(server, WORK_TOKEN)
+    running = Running(Worker(client, queue, {"stubborn": stubborn}, lease="3s", heartbeat_every="1s", wait="1s"))
     try:
         assert started.wait(60)
         server.admin.cancel(job_id, reason="operator")
@@ -208,6 +241,7 @@ def test_a_lost_lease_stops_heartbeats_and_is_never_acked(server: Server) -> Non
     finally:
         stats = running.stop()
     assert (stats.lease_lost, stats.completed, stats.failed) == (1, 0, 0)
+    assert client.settles == [], "nothing is sent for a job whose lease was lost"
     assert server.admin.job(job_id).state == "cancelled"
 
 
