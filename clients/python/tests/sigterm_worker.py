@@ -30,7 +30,7 @@ def main() -> int:
         concurrency=3,
         lease="5s",
         wait="1s",
-        grace="2s",
+        grace="5s",
     )
     stats = worker.run()
     print(json.dumps(stats.as_dict()), flush=True)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import threading
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -97,6 +99,31 @@ def test_a_silent_server_times_out() -> None:
         with pytest.raises(Unreachable) as caught:
             client.healthz()
     assert caught.value.code == "timeout"
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+def test_a_worker_waits_out_an_unreachable_server_until_stopped() -> None:
+    worker = Worker(Client(f"http://127.0.0.1:{closed_port()}", timeout=2), "q", {}, retry_every="100ms")
+    outcome: list = []
+    thread = threading.Thread(target=lambda: outcome.append(worker.run(install_signal_handlers=False)), daemon=True)
+    thread.start()
+    time.sleep(1)  # several failed claims
+    assert thread.is_alive(), "an unreachable server is waited out, not fatal"
+    worker.stop()
+    thread.join(60)
+    assert not thread.is_alive() and outcome and outcome[0].completed == 0
+
+
+def test_a_worker_run_once_reports_an_unreachable_server() -> None:
+    worker = Worker(Client(f"http://127.0.0.1:{closed_port()}", timeout=2), "q", {})
+    with pytest.raises(Unreachable):
+        worker.run(once=True, install_signal_handlers=False)
 
 
 def test_client_settings_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -109,6 +109,19 @@ def test_the_worker_runs_jobs_to_completion(server: Server) -> None:
     assert queue in workers["py-complete"].queues
 
 
+def test_one_worker_serves_several_queues(server: Server) -> None:
+    queues = [unique("sms"), unique("push")]
+    ids = [server.produce.enqueue(q, "notify", {"via": q}).id for q in queues for _ in range(2)]
+    running = Running(Worker(server.work, queues, {"notify": lambda job: None}, name="py-multi", wait="1s"))
+    try:
+        eventually(lambda: all(server.admin.job(i).state == "completed" for i in ids), "both queues drained")
+    finally:
+        stats = running.stop()
+    assert stats.completed == 4
+    registered = {w.worker: w for w in server.admin.workers()}["py-multi"]
+    assert sorted(registered.queues) == sorted(queues)
+
+
 def test_a_failing_handler_is_retried_then_dead_then_redriven(server: Server) -> None:
     queue = unique("payouts")
     server.admin.set_policy(f"queue:{queue}", FAST_RETRIES)  # type: ignore[arg-type]
@@ -194,18 +207,19 @@ def test_heartbeats_keep_a_long_job_past_its_lease(server: Server) -> None:
         job.raise_if_lost()
 
     job_id = server.produce.enqueue(queue, "long").id
-    # A 3 s lease, a heartbeat every second.
-    running = Running(Worker(server.work, queue, {"long": long_job}, lease="3s", heartbeat_every="1s", wait="1s"))
+    # A 5 s lease, a heartbeat every second: four beats may be late before it lapses.
+    running = Running(Worker(server.work, queue, {"long": long_job}, lease="5s", heartbeat_every="1s", wait="1s"))
     try:
         assert started.wait(60), "the worker never started the job"
         claimed = server.admin.job(job_id)
         first_expiry = claimed.lease_expires_at
         assert first_expiry is not None
-        # Wait past three whole leases of the first claim, by the server's clock.
+        # Wait until heartbeats pushed the lease two whole lease lengths past the first
+        # claim's, by the server's clock: the job has outlived its first lease.
         eventually(
             lambda: (server.admin.job(job_id).lease_expires_at or first_expiry).timestamp()
-            > first_expiry.timestamp() + 9,
-            "the lease extended by heartbeats past three lease lengths",
+            > first_expiry.timestamp() + 10,
+            "the lease extended by heartbeats past two lease lengths",
         )
         # The lease is alive: another worker finds nothing to claim.
         assert server.work.claim(queue, "thief", limit=10) == []
@@ -260,7 +274,7 @@ def test_a_stop_finishes_cooperative_jobs_and_releases_stuck_ones(server: Server
 
     ids = {k: server.produce.enqueue(queue, k).id for k in ("polite", "stuck")}
     running = Running(
-        Worker(server.work, queue, {"polite": polite, "stuck": stuck}, concurrency=2, grace="2s", wait="1s")
+        Worker(server.work, queue, {"polite": polite, "stuck": stuck}, concurrency=2, grace="5s", wait="1s")
     )
     try:
         assert started["polite"].wait(60) and started["stuck"].wait(60)

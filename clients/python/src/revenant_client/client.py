@@ -119,10 +119,15 @@ class Client:
         req = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=timeout or self.timeout) as response:
+                status = response.status
                 raw = response.read()
         except urllib.error.HTTPError as err:
             with err:
-                raise errors.from_answer(err.code, err.read()) from None
+                try:
+                    answer = err.read()
+                except OSError:  # the error's body was cut: the status still says what
+                    answer = b""
+            raise errors.from_answer(err.code, answer) from None
         except (socket.timeout, TimeoutError) as err:
             raise errors.Unreachable("timeout", f"{method} {path}: no answer within {timeout or self.timeout}s") from err
         except urllib.error.URLError as err:
@@ -137,7 +142,7 @@ class Client:
         try:
             return json.loads(raw) if raw else None
         except ValueError:
-            raise errors.ProtocolError(200, "invalid_answer", f"{method} {path}: the answer is not JSON") from None
+            raise errors.ProtocolError(status, "invalid_answer", f"{method} {path}: the answer is not JSON") from None
 
     def _get(self, path: str, **query: Any) -> Any:
         return self.request("GET", path, query=query)
