@@ -124,6 +124,8 @@ def test_a_worker_run_once_reports_an_unreachable_server() -> None:
     worker = Worker(Client(f"http://127.0.0.1:{closed_port()}", timeout=2), "q", {})
     with pytest.raises(Unreachable):
         worker.run(once=True, install_signal_handlers=False)
+    with pytest.raises(RuntimeError, match="runs once"):
+        worker.run(once=True, install_signal_handlers=False)
 
 
 def test_client_settings_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:

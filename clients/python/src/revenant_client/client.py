@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from . import errors
-from ._values import Duration, duration_seconds, duration_text
+from ._values import Duration, duration_seconds, duration_text, parse_time
 from .models import (
     Alerts,
     ClaimedJob,
@@ -44,7 +44,6 @@ from .models import (
     StoredPolicy,
     WorkerInfo,
 )
-from ._values import parse_time
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 """`revenant serve`'s default address."""

@@ -208,6 +208,7 @@ class Worker:
         self._active: Dict[int, _Running] = {}
         self._changed = threading.Condition()
         self._next_queue = 0
+        self._ran = False
 
     # --- control -------------------------------------------------------------------
 
@@ -233,8 +234,11 @@ class Worker:
 
         Raises what makes claiming pointless (`Unauthorized`, `Forbidden`,
         `InvalidRequest`, `NotFound`; with `once`, also `Unreachable` and 503s) after
-        draining the running jobs as on a stop.
+        draining the running jobs as on a stop. A Worker runs once.
         """
+        if self._ran:
+            raise RuntimeError("a Worker runs once: its stop is final; make a new Worker")
+        self._ran = True
         previous: Dict[signal.Signals, Any] = {}
         if install_signal_handlers and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
