@@ -533,6 +533,50 @@ pub struct ScheduleRecord {
     pub updated_at: Timestamp,
 }
 
+/// A schedule as every door lists it (`revenant cron list --json`,
+/// `GET /v1/schedules`): its name and rule in one line, the stored record, and the
+/// misfire policy and grace in effect.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScheduleListing {
+    /// The schedule's name.
+    pub name: String,
+    /// Its rule in one line ([`ScheduleSpec::describe`]).
+    pub rule: String,
+    /// What was declared.
+    pub spec: ScheduleSpec,
+    /// While paused, no tick is enqueued.
+    pub paused: bool,
+    /// The next tick to enqueue.
+    pub next_tick: Timestamp,
+    /// The newest tick a job was enqueued for.
+    pub last_tick: Option<Timestamp>,
+    /// The job enqueued for it.
+    pub last_job: Option<JobId>,
+    /// When the spec was last set.
+    pub updated_at: Timestamp,
+    /// The misfire policy.
+    pub misfire: Misfire,
+    /// The grace in effect (`1m` unless set).
+    pub grace: String,
+}
+
+impl From<&ScheduleRecord> for ScheduleListing {
+    fn from(record: &ScheduleRecord) -> Self {
+        ScheduleListing {
+            name: record.spec.name.clone(),
+            rule: record.spec.describe(),
+            spec: record.spec.clone(),
+            paused: record.paused,
+            next_tick: record.next_tick,
+            last_tick: record.last_tick,
+            last_job: record.last_job,
+            updated_at: record.updated_at,
+            misfire: record.spec.misfire,
+            grace: crate::duration::format(record.spec.grace()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

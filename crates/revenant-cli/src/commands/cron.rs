@@ -5,9 +5,8 @@
 use std::process::ExitCode;
 
 use revenant::duration::{format, parse};
-use revenant::schedule::{Misfire, ScheduleRecord, ScheduleSpec, ScheduledJob};
+use revenant::schedule::{ScheduleListing, ScheduleRecord, ScheduleSpec, ScheduledJob};
 use revenant::{Client, InputError};
-use serde::Serialize;
 
 use crate::error::CliError;
 use crate::output::{self, Table};
@@ -118,25 +117,8 @@ impl SetArgs {
     }
 }
 
-/// One schedule as `cron list --json` prints it.
-#[derive(Serialize)]
-struct Listed<'a> {
-    name: &'a str,
-    rule: String,
-    #[serde(flatten)]
-    record: &'a ScheduleRecord,
-    misfire: Misfire,
-    grace: String,
-}
-
-fn listed(record: &ScheduleRecord) -> Listed<'_> {
-    Listed {
-        name: &record.spec.name,
-        rule: record.spec.describe(),
-        record,
-        misfire: record.spec.misfire,
-        grace: format(record.spec.grace()),
-    }
+fn listed(record: &ScheduleRecord) -> ScheduleListing {
+    ScheduleListing::from(record)
 }
 
 /// Runs `revenant cron`.
@@ -145,7 +127,7 @@ pub async fn run(client: &Client, command: CronCommand) -> Result<ExitCode, CliE
         CronCommand::List { json } => {
             let records = client.schedules().await?;
             if json {
-                let rows: Vec<Listed> = records.iter().map(listed).collect();
+                let rows: Vec<ScheduleListing> = records.iter().map(listed).collect();
                 output::json(&rows)?;
                 return Ok(ExitCode::SUCCESS);
             }
