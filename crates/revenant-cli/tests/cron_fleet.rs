@@ -108,7 +108,8 @@ async fn ticks(db: &mut PgConnection) -> (Vec<DateTime<Utc>>, usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_worker_processes_enqueue_exactly_one_job_per_tick() {
     let Ok(server) = std::env::var("REVENANT_TEST_DATABASE_URL") else {
-        let message = "REVENANT_TEST_DATABASE_URL is not set: the multi-process cron test was NOT exercised";
+        let message =
+            "REVENANT_TEST_DATABASE_URL is not set: the multi-process cron test was NOT exercised";
         assert!(
             !in_ci(),
             "{message} (CI=true: PostgreSQL tests fail instead of skipping)"
@@ -202,7 +203,10 @@ async fn three_worker_processes_enqueue_exactly_one_job_per_tick() {
         .take_while(|t| *t <= newest)
         .collect();
     let missed: Vec<_> = expected.difference(&distinct).collect();
-    assert!(missed.is_empty(), "ticks missed while workers ran: {missed:?}");
+    assert!(
+        missed.is_empty(),
+        "ticks missed while workers ran: {missed:?}"
+    );
     assert_eq!(distinct, expected, "ticks outside the schedule: {ticks:?}");
     assert!(n >= TICKS, "{n} ticks");
 

@@ -582,7 +582,9 @@ mod tests {
     use super::*;
 
     fn at(text: &str) -> Timestamp {
-        DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
+        DateTime::parse_from_rfc3339(text)
+            .unwrap()
+            .with_timezone(&Utc)
     }
 
     fn job() -> ScheduledJob {
@@ -656,7 +658,9 @@ mod tests {
 
     #[test]
     fn seconds_are_optional() {
-        let every_second = ScheduleSpec::cron("s", "* * * * * *", job()).ticks().unwrap();
+        let every_second = ScheduleSpec::cron("s", "* * * * * *", job())
+            .ticks()
+            .unwrap();
         assert_eq!(
             every_second.next_after(at("2026-01-01T00:00:00.400Z")),
             Some(at("2026-01-01T00:00:01Z"))
@@ -691,7 +695,10 @@ mod tests {
     fn bad_input_is_refused_by_name() {
         let field = |spec: ScheduleSpec| spec.validate().unwrap_err().field;
         assert_eq!(field(ScheduleSpec::cron("x", "61 * * * *", job())), "cron");
-        assert_eq!(field(ScheduleSpec::cron("x", "* * * * * * *", job())), "cron");
+        assert_eq!(
+            field(ScheduleSpec::cron("x", "* * * * * * *", job())),
+            "cron"
+        );
         assert_eq!(
             field(ScheduleSpec::cron("x", "* * * * *", job()).in_timezone("Mars/Olympus")),
             "timezone"
@@ -702,12 +709,14 @@ mod tests {
         );
         assert_eq!(
             field(
-                ScheduleSpec::every("x", Duration::from_secs(5), job())
-                    .in_timezone("Europe/Paris")
+                ScheduleSpec::every("x", Duration::from_secs(5), job()).in_timezone("Europe/Paris")
             ),
             "timezone"
         );
-        assert_eq!(field(ScheduleSpec::cron("bad name", "* * * * *", job())), "name");
+        assert_eq!(
+            field(ScheduleSpec::cron("bad name", "* * * * *", job())),
+            "name"
+        );
         let mut big = job();
         big.payload = serde_json::json!("x".repeat(NewJob::MAX_PAYLOAD_BYTES + 1));
         assert_eq!(field(ScheduleSpec::cron("x", "* * * * *", big)), "payload");
@@ -726,13 +735,18 @@ mod tests {
         let key = tick_key("nightly:v2", tick);
         assert_eq!(key, "cron:nightly:v2@2026-03-08T07:00:00.000Z");
         assert_eq!(parse_key(&key), Some(("nightly:v2", Some(tick))));
-        assert_eq!(parse_key(&run_key("nightly", tick)), Some(("nightly", None)));
+        assert_eq!(
+            parse_key(&run_key("nightly", tick)),
+            Some(("nightly", None))
+        );
         assert_eq!(parse_key("order-42"), None);
     }
 
     #[test]
     fn on_time_ticks_each_get_a_step() {
-        let ticks = ScheduleSpec::cron("s", "* * * * * *", job()).ticks().unwrap();
+        let ticks = ScheduleSpec::cron("s", "* * * * * *", job())
+            .ticks()
+            .unwrap();
         let steps = plan(
             &ticks,
             Misfire::Skip,
@@ -771,7 +785,14 @@ mod tests {
         let ticks = ScheduleSpec::cron("h", "0 * * * *", job()).ticks().unwrap();
         let now = at("2026-01-01T05:10:00Z");
         let grace = Duration::from_secs(60);
-        let skip = plan(&ticks, Misfire::Skip, grace, at("2026-01-01T01:00:00Z"), now, 100);
+        let skip = plan(
+            &ticks,
+            Misfire::Skip,
+            grace,
+            at("2026-01-01T01:00:00Z"),
+            now,
+            100,
+        );
         assert_eq!(
             skip,
             vec![Step {
@@ -780,7 +801,14 @@ mod tests {
                 tick: None
             }]
         );
-        let last = plan(&ticks, Misfire::Last, grace, at("2026-01-01T01:00:00Z"), now, 100);
+        let last = plan(
+            &ticks,
+            Misfire::Last,
+            grace,
+            at("2026-01-01T01:00:00Z"),
+            now,
+            100,
+        );
         assert_eq!(
             last,
             vec![Step {
@@ -791,7 +819,9 @@ mod tests {
         );
         // Every second for a day missed, with ten seconds of grace: one jump over the
         // missed ones, then the ten on-time ticks.
-        let every = ScheduleSpec::cron("s", "* * * * * *", job()).ticks().unwrap();
+        let every = ScheduleSpec::cron("s", "* * * * * *", job())
+            .ticks()
+            .unwrap();
         let steps = plan(
             &every,
             Misfire::Last,
@@ -808,7 +838,9 @@ mod tests {
 
     #[test]
     fn a_pattern_that_never_matches_has_no_next_tick() {
-        let ticks = ScheduleSpec::cron("never", "0 0 30 2 *", job()).ticks().unwrap();
+        let ticks = ScheduleSpec::cron("never", "0 0 30 2 *", job())
+            .ticks()
+            .unwrap();
         assert_eq!(ticks.next_after(at("2026-01-01T00:00:00Z")), None);
     }
 }

@@ -114,7 +114,11 @@ impl Policies {
     /// gets its queue's and kind's policy's, resolved now and fixed on the job. The one
     /// way jobs are enqueued with their policy (the `Client`'s enqueue and the
     /// scheduler's ticks). The jobs are not checked here; the store checks them.
-    pub async fn enqueue_params(&self, store: &dyn Store, mut jobs: Vec<NewJob>) -> JobEnqueueParams {
+    pub async fn enqueue_params(
+        &self,
+        store: &dyn Store,
+        mut jobs: Vec<NewJob>,
+    ) -> JobEnqueueParams {
         let policies = self.current(store).await;
         for job in &mut jobs {
             if job.max_attempts.is_none() {

@@ -105,7 +105,11 @@ pub async fn run_now(
         .await?;
     Ok(match fired {
         ScheduleFired::Fired { job } => {
-            tracing::info!(schedule = name, job_id = job.map(|j| j.id), "periodic job run by hand");
+            tracing::info!(
+                schedule = name,
+                job_id = job.map(|j| j.id),
+                "periodic job run by hand"
+            );
             job
         }
         ScheduleFired::Lost => None,

@@ -40,12 +40,18 @@ async fn schedules_are_stored_listed_paused_run_and_removed(backend: Backend) {
     assert_eq!(stored["misfire"], "last");
     assert_eq!(stored["paused"], false);
     assert_eq!(stored["last_tick"], Value::Null);
-    let next = stored["next_tick"].as_str().expect("a next tick").to_string();
+    let next = stored["next_tick"]
+        .as_str()
+        .expect("a next tick")
+        .to_string();
     // Stored again unchanged: the next tick does not move.
     let (_, again) = put(&s, "/v1/schedules/nightly", nightly()).await;
     assert_eq!(again["next_tick"], next.as_str());
     let listed = s.get("/v1/schedules").await;
-    assert_eq!(listed["schedules"][0]["spec"]["job"]["payload"]["format"], "pdf");
+    assert_eq!(
+        listed["schedules"][0]["spec"]["job"]["payload"]["format"],
+        "pdf"
+    );
 
     let paused = s.post("/v1/schedules/nightly/pause", json!({}), OK).await;
     assert_eq!(paused["paused"], true);

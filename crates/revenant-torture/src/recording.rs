@@ -232,31 +232,31 @@ impl Store for RecordingStore {
     }
     async fn schedule_list(
         &self,
-    ) -> Result<Vec<revenant_core::schedule::ScheduleRecord>, StoreError> {
+    ) -> Result<Vec<revenant::schedule::ScheduleRecord>, StoreError> {
         self.inner.schedule_list().await
     }
     async fn schedule_set(
         &self,
-        p: revenant_core::store::ScheduleSetParams,
+        p: revenant::store::ScheduleSetParams,
     ) -> Result<(), StoreError> {
         self.inner.schedule_set(p).await
     }
     async fn schedule_delete(
         &self,
-        p: revenant_core::store::ScheduleDeleteParams,
+        p: revenant::store::ScheduleDeleteParams,
     ) -> Result<bool, StoreError> {
         self.inner.schedule_delete(p).await
     }
     async fn schedule_pause(
         &self,
-        p: revenant_core::store::SchedulePauseParams,
+        p: revenant::store::SchedulePauseParams,
     ) -> Result<bool, StoreError> {
         self.inner.schedule_pause(p).await
     }
     async fn schedule_fire(
         &self,
-        p: revenant_core::store::ScheduleFireParams,
-    ) -> Result<revenant_core::store::ScheduleFired, StoreError> {
+        p: revenant::store::ScheduleFireParams,
+    ) -> Result<revenant::store::ScheduleFired, StoreError> {
         self.inner.schedule_fire(p).await
     }
 }

@@ -55,14 +55,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .queue("reports", 2)
             .schedule(every_second.clone())
             .schedule(nightly.clone())
-            .handler_fn("report", move |ctx: JobContext, payload: serde_json::Value| {
-                let ran = ran.clone();
-                async move {
-                    ran.fetch_add(1, Ordering::SeqCst);
-                    println!("job {} ran on {}: {payload}", ctx.id(), ctx.worker());
-                    Ok::<(), JobError>(())
-                }
-            })
+            .handler_fn(
+                "report",
+                move |ctx: JobContext, payload: serde_json::Value| {
+                    let ran = ran.clone();
+                    async move {
+                        ran.fetch_add(1, Ordering::SeqCst);
+                        println!("job {} ran on {}: {payload}", ctx.id(), ctx.worker());
+                        Ok::<(), JobError>(())
+                    }
+                },
+            )
             .build()?;
         workers.push(tokio::spawn(
             worker.run_until(tokio::time::sleep(Duration::from_millis(5500))),

@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use revenant_core::decide::Transition;
 use revenant_core::dependency::{BreakerAction, DependencyState};
+use revenant_core::schedule::{ScheduleRecord, ScheduleSpec};
+use revenant_core::store::ScheduleDeleteParams;
 use revenant_core::store::{
     CancelResult, CancelTarget, DeadFingerprintsParams, DependencySetParams, Enqueued,
     FingerprintGroup, JobCancelParams, JobEnqueueParams, JobFilter, JobGetParams, JobListParams,
@@ -24,8 +26,6 @@ use revenant_core::{
     Store, StoreError,
 };
 use revenant_runtime::settle::{Settled, Settlement};
-use revenant_core::schedule::{ScheduleRecord, ScheduleSpec};
-use revenant_core::store::ScheduleDeleteParams;
 use revenant_runtime::{scheduler, Policies, WorkerBuilder};
 
 /// The most dead jobs a dry run (and a redrive's progress total) counts.
@@ -159,10 +159,7 @@ impl Client {
     /// tx.commit().await?; // your rows and the receipt job exist together, or neither does
     /// # Ok(()) }
     /// ```
-    pub async fn enqueue_params(
-        &self,
-        jobs: Vec<NewJob>,
-    ) -> Result<JobEnqueueParams, StoreError> {
+    pub async fn enqueue_params(&self, jobs: Vec<NewJob>) -> Result<JobEnqueueParams, StoreError> {
         for job in &jobs {
             job.validate()?;
         }

@@ -47,10 +47,17 @@ async fn a_declared_schedule_enqueues_and_its_failing_job_dies_naming_it() {
         .queue("reports", 2)
         .policies(PolicySet::new(policy))
         .poll_interval(ms(50))
-        .schedule(ScheduleSpec::every("every-second", Duration::from_secs(1), job("reports")))
-        .handler_fn("report", |_ctx: JobContext, _: serde_json::Value| async move {
-            Err::<(), _>(JobError::retry("the report service is down"))
-        })
+        .schedule(ScheduleSpec::every(
+            "every-second",
+            Duration::from_secs(1),
+            job("reports"),
+        ))
+        .handler_fn(
+            "report",
+            |_ctx: JobContext, _: serde_json::Value| async move {
+                Err::<(), _>(JobError::retry("the report service is down"))
+            },
+        )
         .build()
         .unwrap();
     let watcher = client.clone();
@@ -73,11 +80,14 @@ async fn a_declared_schedule_enqueues_and_its_failing_job_dies_naming_it() {
             tokio::time::sleep(ms(50)).await;
         }
     });
-    let dead = tokio::time::timeout(Duration::from_secs(60), worker.run_until(async {
-        while !dead.is_finished() {
-            tokio::time::sleep(ms(20)).await;
-        }
-    }))
+    let dead = tokio::time::timeout(
+        Duration::from_secs(60),
+        worker.run_until(async {
+            while !dead.is_finished() {
+                tokio::time::sleep(ms(20)).await;
+            }
+        }),
+    )
     .await
     .expect("a periodic job died within a minute")
     .map(|_| ());
@@ -151,7 +161,11 @@ async fn missed_ticks_follow_the_misfire_policy() {
     // A minute tick may fall within the one-second grace: then it is on time for both.
     let on_time = skipped.len();
     assert!(on_time <= 1, "skip enqueues no missed tick: {skipped:?}");
-    assert_eq!(caught.len(), on_time + 1, "last enqueues one missed tick: {caught:?}");
+    assert_eq!(
+        caught.len(),
+        on_time + 1,
+        "last enqueues one missed tick: {caught:?}"
+    );
     assert_eq!(round.enqueued as usize, 2 * on_time + 1);
     let missed_tick = caught[caught.len() - 1].schedule_tick().unwrap();
     assert!(missed_tick > now - chrono::TimeDelta::minutes(2));
@@ -167,12 +181,19 @@ async fn missed_ticks_follow_the_misfire_policy() {
 async fn pause_resume_and_run_by_hand() {
     let (client, _dir) = client().await;
     client
-        .set_schedule(ScheduleSpec::cron("nightly", "30 2 * * *", job("reports")).in_timezone("America/New_York"))
+        .set_schedule(
+            ScheduleSpec::cron("nightly", "30 2 * * *", job("reports"))
+                .in_timezone("America/New_York"),
+        )
         .await
         .unwrap();
     assert!(client.pause_schedule("nightly").await.unwrap());
     assert!(client.schedules().await.unwrap()[0].paused);
-    let run = client.run_schedule("nightly").await.unwrap().expect("run by hand");
+    let run = client
+        .run_schedule("nightly")
+        .await
+        .unwrap()
+        .expect("run by hand");
     let ran = client.job(run.id).await.unwrap().unwrap();
     assert_eq!(ran.schedule(), Some("nightly"));
     assert_eq!(ran.schedule_tick(), None);
@@ -194,12 +215,10 @@ fn a_worker_refuses_a_bad_or_twice_declared_schedule() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (client, _dir) = runtime.block_on(client());
     let build = |specs: Vec<ScheduleSpec>| {
-        let mut builder = client
-            .worker()
-            .queue("q", 1)
-            .handler_fn("report", |_ctx: JobContext, _: serde_json::Value| async move {
-                Ok::<(), JobError>(())
-            });
+        let mut builder = client.worker().queue("q", 1).handler_fn(
+            "report",
+            |_ctx: JobContext, _: serde_json::Value| async move { Ok::<(), JobError>(()) },
+        );
         for spec in specs {
             builder = builder.schedule(spec);
         }

@@ -100,10 +100,18 @@ impl SetArgs {
         let spec = ScheduleSpec {
             name: self.name.clone(),
             cron: self.cron.clone(),
-            every: self.every.as_deref().map(|e| parse("every", e)).transpose()?,
+            every: self
+                .every
+                .as_deref()
+                .map(|e| parse("every", e))
+                .transpose()?,
             timezone: self.timezone.clone(),
             misfire: self.misfire.parse()?,
-            grace: self.grace.as_deref().map(|g| parse("grace", g)).transpose()?,
+            grace: self
+                .grace
+                .as_deref()
+                .map(|g| parse("grace", g))
+                .transpose()?,
             job: ScheduledJob {
                 queue: self.queue.clone(),
                 kind: self.kind.clone(),

@@ -2,9 +2,7 @@
 //! and `schedule_fire`, the compare-and-set that makes each tick one job however many
 //! workers run.
 
-use revenant_core::schedule::{
-    tick_key, run_key, ScheduleRecord, ScheduleSpec, ScheduledJob,
-};
+use revenant_core::schedule::{run_key, tick_key, ScheduleRecord, ScheduleSpec, ScheduledJob};
 
 use super::prelude::*;
 
@@ -98,7 +96,11 @@ pub async fn schedule_set_keeps_the_tick_of_an_unchanged_spec(store: Arc<dyn Sto
     set(&store, spec("b-second", 5), at(600), at(4)).await;
     let record = get(&store, "b-second").await;
     assert_eq!(record.spec, spec("b-second", 5));
-    assert_eq!(record.next_tick, at(600), "a changed spec takes the new tick");
+    assert_eq!(
+        record.next_tick,
+        at(600),
+        "a changed spec takes the new tick"
+    );
     assert!(record.paused);
     assert_eq!(record.updated_at, at(4));
 }

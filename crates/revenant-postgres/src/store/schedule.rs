@@ -7,8 +7,7 @@
 
 use revenant_core::schedule::{ScheduleRecord, ScheduleSpec};
 use revenant_core::store::{
-    ScheduleDeleteParams, ScheduleFireParams, ScheduleFired, SchedulePauseParams,
-    ScheduleSetParams,
+    ScheduleDeleteParams, ScheduleFireParams, ScheduleFired, SchedulePauseParams, ScheduleSetParams,
 };
 use revenant_core::{StoreError, Timestamp};
 use sqlx::postgres::PgRow;
@@ -123,15 +122,17 @@ impl PgStore {
         let mut conn = self.inner.pool.acquire().await.classified()?;
         let mut tx = conn.begin().await.classified()?;
         let ours = match params.advance {
-            Some((expected, next)) => sqlx::query(&self.schedule_sql(ADVANCE))
-                .bind(&params.name)
-                .bind(expected)
-                .bind(next)
-                .execute(&mut *tx)
-                .await
-                .classified()?
-                .rows_affected()
-                > 0,
+            Some((expected, next)) => {
+                sqlx::query(&self.schedule_sql(ADVANCE))
+                    .bind(&params.name)
+                    .bind(expected)
+                    .bind(next)
+                    .execute(&mut *tx)
+                    .await
+                    .classified()?
+                    .rows_affected()
+                    > 0
+            }
             None => sqlx::query(&self.schedule_sql(EXISTS))
                 .bind(&params.name)
                 .fetch_optional(&mut *tx)
@@ -182,7 +183,9 @@ fn schedule_from_row(row: &PgRow) -> Result<ScheduleRecord, StoreError> {
         spec,
         paused: row.try_get("paused").classified()?,
         next_tick: row.try_get::<Timestamp, _>("next_tick").classified()?,
-        last_tick: row.try_get::<Option<Timestamp>, _>("last_tick").classified()?,
+        last_tick: row
+            .try_get::<Option<Timestamp>, _>("last_tick")
+            .classified()?,
         last_job: row.try_get("last_job").classified()?,
         updated_at: row.try_get::<Timestamp, _>("updated_at").classified()?,
     })

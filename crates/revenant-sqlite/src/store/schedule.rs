@@ -7,8 +7,7 @@
 
 use revenant_core::schedule::{ScheduleRecord, ScheduleSpec};
 use revenant_core::store::{
-    ScheduleDeleteParams, ScheduleFireParams, ScheduleFired, SchedulePauseParams,
-    ScheduleSetParams,
+    ScheduleDeleteParams, ScheduleFireParams, ScheduleFired, SchedulePauseParams, ScheduleSetParams,
 };
 use revenant_core::StoreError;
 use sqlx::sqlite::SqliteRow;
