@@ -127,8 +127,10 @@ pub async fn find(store: &dyn Store, name: &str) -> Result<Option<ScheduleRecord
 }
 
 /// What one round did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Round {
+    /// The store's clock the round planned with.
+    pub now: Timestamp,
     /// Jobs enqueued for ticks (missed-tick jobs included).
     pub enqueued: u32,
     /// Steps another worker made first (or the schedule was paused meanwhile).
@@ -142,7 +144,12 @@ pub struct Round {
 /// on it).
 pub async fn fire_due(store: &dyn Store, policies: &Policies) -> Result<Round, StoreError> {
     let now = store.now().await?;
-    let mut round = Round::default();
+    let mut round = Round {
+        now,
+        enqueued: 0,
+        lost: 0,
+        next_due: None,
+    };
     for record in store.schedule_list().await? {
         if record.paused {
             continue;
@@ -228,12 +235,14 @@ pub async fn fire_due(store: &dyn Store, policies: &Policies) -> Result<Round, S
 pub(crate) async fn run(store: Arc<dyn Store>, policies: Arc<Policies>, stop: CancellationToken) {
     loop {
         let pause = match fire_due(&*store, &policies).await {
-            Ok(round) => match (round.next_due, store.now().await) {
-                (Some(due), Ok(now)) => (due - now)
+            // Until the next tick by the round's clock; a round's own time is at most a
+            // few milliseconds, and a tick found not yet due is looked at again 10 ms on.
+            Ok(round) => match round.next_due {
+                Some(due) => (due - round.now)
                     .to_std()
                     .unwrap_or(Duration::ZERO)
                     .clamp(Duration::from_millis(10), MAX_SLEEP),
-                _ => MAX_SLEEP,
+                None => MAX_SLEEP,
             },
             Err(err) => {
                 tracing::warn!(error = %err, "scheduler round failed; trying again");

@@ -230,15 +230,10 @@ impl Store for RecordingStore {
     async fn policy_delete(&self, p: PolicyDeleteParams) -> Result<bool, StoreError> {
         self.inner.policy_delete(p).await
     }
-    async fn schedule_list(
-        &self,
-    ) -> Result<Vec<revenant::schedule::ScheduleRecord>, StoreError> {
+    async fn schedule_list(&self) -> Result<Vec<revenant::schedule::ScheduleRecord>, StoreError> {
         self.inner.schedule_list().await
     }
-    async fn schedule_set(
-        &self,
-        p: revenant::store::ScheduleSetParams,
-    ) -> Result<(), StoreError> {
+    async fn schedule_set(&self, p: revenant::store::ScheduleSetParams) -> Result<(), StoreError> {
         self.inner.schedule_set(p).await
     }
     async fn schedule_delete(
