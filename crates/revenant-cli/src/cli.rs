@@ -54,6 +54,10 @@ pub enum Command {
     /// The retry policies stored for every door and worker (list, set, unset), or a
     /// policy's schedule: each retry's delay range and the total span.
     Policy(PolicyArgs),
+    /// Periodic jobs: list, set, unset, pause, resume, or run a schedule by hand.
+    /// Every worker enqueues each tick once, whatever their number.
+    #[command(subcommand)]
+    Cron(crate::commands::CronCommand),
     /// Play the outage story in virtual time, without a database: what a policy does
     /// to the provider's load and to the jobs.
     Simulate(crate::commands::SimulateArgs),

@@ -498,6 +498,23 @@ impl NewJob {
     /// Checks every field; the error names the first bad one. Stores call this before
     /// writing, so a bad job in a batch writes nothing.
     pub fn validate(&self) -> Result<(), InputError> {
+        if let Some(key) = &self.unique_key {
+            if key.starts_with(crate::schedule::KEY_PREFIX) {
+                return Err(InputError::new(
+                    "unique_key",
+                    format!(
+                        "keys starting with {:?} are reserved for periodic jobs",
+                        crate::schedule::KEY_PREFIX
+                    ),
+                ));
+            }
+        }
+        self.validate_fields()
+    }
+
+    /// [`NewJob::validate`] without the reserved-key check: for the scheduler's own
+    /// jobs, whose unique key it writes itself.
+    pub(crate) fn validate_fields(&self) -> Result<(), InputError> {
         names::validate_name("queue", &self.queue)?;
         names::validate_name("kind", &self.kind)?;
         let size = serde_json::to_vec(&self.payload)

@@ -32,6 +32,7 @@ pub mod names;
 pub mod outcome;
 pub mod policy;
 pub mod rate;
+pub mod schedule;
 pub mod store;
 
 pub use backoff::{Backoff, Jitter};

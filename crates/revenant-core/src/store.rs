@@ -1428,6 +1428,155 @@ impl PolicyDeleteParams {
     }
 }
 
+// ---- periodic jobs (schedules) --------------------------------------------------------
+
+/// `schedule_set`: store a schedule, replacing the one of the same name (upsert).
+///
+/// A spec equal to the stored one changes nothing (not `next_tick`, not `paused`): a
+/// worker declaring its schedules at every start must not move a tick or undo an
+/// operator's pause. A changed spec takes `next_tick` from these params (the first
+/// tick after now under the new rule) and keeps `paused`.
+#[derive(Debug, Clone)]
+pub struct ScheduleSetParams {
+    /// The schedule. Checked here ([`crate::schedule::ScheduleSpec::validate`]).
+    pub spec: crate::schedule::ScheduleSpec,
+    /// The first tick to enqueue if the schedule is new or changed.
+    pub next_tick: Timestamp,
+    /// The clock (`updated_at`).
+    pub now: Option<Timestamp>,
+}
+
+impl ScheduleSetParams {
+    /// Checks the spec, the tick and the clock. Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        self.spec.validate()?;
+        check_timestamp("next_tick", self.next_tick)?;
+        check_now(self.now)
+    }
+}
+
+/// `schedule_delete`: forget a schedule. Jobs it enqueued stay. Returns true when a
+/// schedule was deleted.
+#[derive(Debug, Clone)]
+pub struct ScheduleDeleteParams {
+    /// Which schedule.
+    pub name: String,
+}
+
+impl ScheduleDeleteParams {
+    /// Checks the name. Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        crate::names::validate_name("name", &self.name)
+    }
+}
+
+/// `schedule_pause`: pause or resume a schedule. Returns false when there is no
+/// schedule of that name.
+///
+/// Resuming sets `next_tick` to `resume_at` (the first tick after now): ticks that
+/// fell while the schedule was paused are not enqueued, whatever its misfire policy.
+#[derive(Debug, Clone)]
+pub struct SchedulePauseParams {
+    /// Which schedule.
+    pub name: String,
+    /// True to pause, false to resume.
+    pub paused: bool,
+    /// On resume, the next tick to enqueue. Ignored when pausing.
+    pub resume_at: Timestamp,
+    /// The clock.
+    pub now: Option<Timestamp>,
+}
+
+impl SchedulePauseParams {
+    /// Checks the name, the tick and the clock. Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        crate::names::validate_name("name", &self.name)?;
+        check_timestamp("resume_at", self.resume_at)?;
+        check_now(self.now)
+    }
+}
+
+/// `schedule_fire`: handle one tick of a schedule (or a run by hand), exactly once
+/// whatever the number of workers.
+///
+/// With `advance`, in one transaction: move the schedule's `next_tick` from
+/// `expected` to `next`, only if the row still holds `expected` and is not paused
+/// (compare-and-set); then enqueue `enqueue`'s job through the store's one enqueue
+/// path, and record the tick as `last_tick` and the job as `last_job`. If the row did
+/// not hold `expected` (another worker handled that tick, or the spec changed) or is
+/// paused, nothing is written and the answer is [`ScheduleFired::Lost`].
+///
+/// Without `advance` (a run by hand), the job is enqueued if the schedule exists,
+/// paused or not, and `next_tick` is left alone.
+#[derive(Debug, Clone)]
+pub struct ScheduleFireParams {
+    /// Which schedule.
+    pub name: String,
+    /// `(expected, next)`: the compare-and-set on `next_tick`.
+    pub advance: Option<(Timestamp, Timestamp)>,
+    /// The tick the job is for (`last_tick`); `None` when missed ticks are skipped or
+    /// for a run by hand.
+    pub tick: Option<Timestamp>,
+    /// The job to enqueue (at most one, its unique key a scheduler key), with its
+    /// policy resolved; `None` to only advance (missed ticks skipped).
+    pub enqueue: Option<JobEnqueueParams>,
+    /// The clock.
+    pub now: Option<Timestamp>,
+}
+
+impl ScheduleFireParams {
+    /// Checks the name, the times and the job (every field of
+    /// [`NewJob::validate`]; its unique key must be this schedule's). Every backend
+    /// calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        crate::names::validate_name("name", &self.name)?;
+        if let Some((expected, next)) = self.advance {
+            check_timestamp("expected", expected)?;
+            check_timestamp("next_tick", next)?;
+        }
+        if let Some(tick) = self.tick {
+            check_timestamp("tick", tick)?;
+        }
+        if let Some(enqueue) = &self.enqueue {
+            let [job] = enqueue.jobs.as_slice() else {
+                return Err(InputError::new("jobs", "a tick enqueues exactly one job"));
+            };
+            let ours = job
+                .unique_key
+                .as_deref()
+                .and_then(crate::schedule::parse_key)
+                .is_some_and(|(name, _)| name == self.name);
+            if !ours {
+                return Err(InputError::new(
+                    "unique_key",
+                    "a periodic job's unique key is its schedule's (cron:<name>@...)",
+                ));
+            }
+            job.validate_fields()?;
+            if !(1..=NewJob::MAX_ATTEMPTS).contains(&enqueue.default_max_attempts) {
+                return Err(InputError::new("max_attempts", "default is out of range"));
+            }
+            check_now(enqueue.now)?;
+        }
+        check_now(self.now)
+    }
+}
+
+/// What `schedule_fire` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "result")]
+pub enum ScheduleFired {
+    /// The tick was this caller's: `next_tick` moved, and the job (if any) was
+    /// enqueued (`duplicate` when its unique key was already held).
+    Fired {
+        /// The job, when one was asked for.
+        job: Option<Enqueued>,
+    },
+    /// Another worker handled the tick, the schedule is paused or changed, or (for a
+    /// run by hand) there is no such schedule. Nothing was written.
+    Lost,
+}
+
 /// What a backend can do beyond the common contract. The conformance suite checks a
 /// capability's behaviour when it is declared and says aloud when it is not.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -1547,4 +1696,16 @@ pub trait Store: Send + Sync + 'static {
     async fn policy_set(&self, params: PolicySetParams) -> Result<(), StoreError>;
     /// See [`PolicyDeleteParams`]. `true` when a stored policy was removed.
     async fn policy_delete(&self, params: PolicyDeleteParams) -> Result<bool, StoreError>;
+
+    /// Every stored schedule, by name. A row that no longer decodes (or whose spec no
+    /// longer passes its checks) is skipped with a warning naming it.
+    async fn schedule_list(&self) -> Result<Vec<crate::schedule::ScheduleRecord>, StoreError>;
+    /// See [`ScheduleSetParams`].
+    async fn schedule_set(&self, params: ScheduleSetParams) -> Result<(), StoreError>;
+    /// See [`ScheduleDeleteParams`]. `true` when a schedule was removed.
+    async fn schedule_delete(&self, params: ScheduleDeleteParams) -> Result<bool, StoreError>;
+    /// See [`SchedulePauseParams`]. `false` when there is no such schedule.
+    async fn schedule_pause(&self, params: SchedulePauseParams) -> Result<bool, StoreError>;
+    /// See [`ScheduleFireParams`].
+    async fn schedule_fire(&self, params: ScheduleFireParams) -> Result<ScheduleFired, StoreError>;
 }

@@ -60,6 +60,13 @@ const MIGRATIONS: &[Known] = &[
         name: "policies",
         sql: include_str!("../migrations/0004_policies.sql"),
     },
+    // 0005 belongs to another change; versions apply in order of number whatever
+    // order they arrive in, each once.
+    Known {
+        version: 6,
+        name: "schedules",
+        sql: include_str!("../migrations/0006_schedules.sql"),
+    },
 ];
 
 /// The first key of the advisory lock (`'rvnt'`); the second is the schema's hash.

@@ -45,6 +45,8 @@ use revenant_core::migration::MigrateMode;
 
 /// What enqueueing a batch gives: the results in input order, and the distinct queues
 /// that got a job due now.
+mod schedule;
+
 type EnqueueResult = Result<(Vec<Enqueued>, Vec<String>), StoreError>;
 
 /// The most rows `job_list` returns, whatever the caller asks.
@@ -1601,6 +1603,40 @@ impl Store for PgStore {
             .await
             .classified()?;
         Ok(done.rows_affected() > 0)
+    }
+
+    async fn schedule_list(
+        &self,
+    ) -> Result<Vec<revenant_core::schedule::ScheduleRecord>, StoreError> {
+        self.schedules().await
+    }
+
+    async fn schedule_set(
+        &self,
+        params: revenant_core::store::ScheduleSetParams,
+    ) -> Result<(), StoreError> {
+        self.schedule_put(params).await
+    }
+
+    async fn schedule_delete(
+        &self,
+        params: revenant_core::store::ScheduleDeleteParams,
+    ) -> Result<bool, StoreError> {
+        self.schedule_remove(params).await
+    }
+
+    async fn schedule_pause(
+        &self,
+        params: revenant_core::store::SchedulePauseParams,
+    ) -> Result<bool, StoreError> {
+        self.schedule_set_paused(params).await
+    }
+
+    async fn schedule_fire(
+        &self,
+        params: revenant_core::store::ScheduleFireParams,
+    ) -> Result<revenant_core::store::ScheduleFired, StoreError> {
+        self.schedule_tick(params).await
     }
 }
 

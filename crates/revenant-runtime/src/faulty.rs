@@ -281,4 +281,35 @@ impl Store for FaultyStore {
         self.enter("policy_delete")?;
         self.inner.policy_delete(params).await
     }
+    // Schedules are delegated, never failed or counted: every worker's scheduler reads
+    // them each second, which would shift the failures other tests aim at.
+    async fn schedule_list(
+        &self,
+    ) -> Result<Vec<revenant_core::schedule::ScheduleRecord>, StoreError> {
+        self.inner.schedule_list().await
+    }
+    async fn schedule_set(
+        &self,
+        p: revenant_core::store::ScheduleSetParams,
+    ) -> Result<(), StoreError> {
+        self.inner.schedule_set(p).await
+    }
+    async fn schedule_delete(
+        &self,
+        p: revenant_core::store::ScheduleDeleteParams,
+    ) -> Result<bool, StoreError> {
+        self.inner.schedule_delete(p).await
+    }
+    async fn schedule_pause(
+        &self,
+        p: revenant_core::store::SchedulePauseParams,
+    ) -> Result<bool, StoreError> {
+        self.inner.schedule_pause(p).await
+    }
+    async fn schedule_fire(
+        &self,
+        p: revenant_core::store::ScheduleFireParams,
+    ) -> Result<revenant_core::store::ScheduleFired, StoreError> {
+        self.inner.schedule_fire(p).await
+    }
 }

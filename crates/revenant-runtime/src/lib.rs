@@ -67,6 +67,7 @@ pub mod handler;
 pub mod maintenance;
 pub mod metrics;
 pub mod policies;
+pub mod scheduler;
 pub mod settle;
 pub mod shutdown;
 pub mod worker;

@@ -16,7 +16,8 @@
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use revenant_core::{PolicySet, RetryPolicy, Store, StoreError};
+use revenant_core::store::JobEnqueueParams;
+use revenant_core::{NewJob, PolicySet, RetryPolicy, Store, StoreError};
 use tokio::time::Instant;
 
 /// A cached view of the effective policies. Cheap to share (`Arc`).
@@ -109,6 +110,28 @@ impl Policies {
         *self.current(store).await.resolve(queue, kind)
     }
 
+    /// The store call that enqueues `jobs`: each job without its own `max_attempts`
+    /// gets its queue's and kind's policy's, resolved now and fixed on the job. The one
+    /// way jobs are enqueued with their policy (the `Client`'s enqueue and the
+    /// scheduler's ticks). The jobs are not checked here; the store checks them.
+    pub async fn enqueue_params(
+        &self,
+        store: &dyn Store,
+        mut jobs: Vec<NewJob>,
+    ) -> JobEnqueueParams {
+        let policies = self.current(store).await;
+        for job in &mut jobs {
+            if job.max_attempts.is_none() {
+                job.max_attempts = Some(attempts(policies.resolve(&job.queue, &job.kind)));
+            }
+        }
+        JobEnqueueParams {
+            jobs,
+            default_max_attempts: attempts(&policies.default),
+            now: None,
+        }
+    }
+
     /// Forgets the snapshot's age, so the next use reads the store (after a local
     /// change, so this process sees it at once).
     pub fn invalidate(&self) {
@@ -121,4 +144,9 @@ impl Policies {
     fn lock_read(&self) -> std::sync::RwLockReadGuard<'_, Snapshot> {
         self.current.read().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// A policy's `max_attempts` as a job stores it.
+fn attempts(policy: &RetryPolicy) -> i32 {
+    i32::try_from(policy.max_attempts()).unwrap_or(i32::MAX)
 }

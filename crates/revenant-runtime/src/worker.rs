@@ -135,6 +135,8 @@ pub struct WorkerBuilder {
     alerts: Option<AlertConfig>,
     dependencies: Option<DependencyConfig>,
     dependency_kinds: HashMap<String, String>,
+    schedules: Vec<revenant_core::schedule::ScheduleSpec>,
+    scheduler: bool,
 }
 
 impl WorkerBuilder {
@@ -297,6 +299,24 @@ impl WorkerBuilder {
         self
     }
 
+    /// Declares a periodic job: stored in the database when the worker starts
+    /// (replacing a stored schedule of the same name; an unchanged one keeps its next
+    /// tick and its pause), so the CLI, the server and every other worker see it. See
+    /// [`revenant_core::schedule`] for ticks, time zones and missed ticks.
+    pub fn schedule(mut self, spec: revenant_core::schedule::ScheduleSpec) -> Self {
+        self.schedules.push(spec);
+        self
+    }
+
+    /// Runs the scheduler in this worker (default on): every worker may enqueue the
+    /// ticks of every stored schedule, each tick once whatever the number of workers.
+    /// Off, this worker enqueues no periodic job (its declared schedules are still
+    /// stored).
+    pub fn scheduler(mut self, on: bool) -> Self {
+        self.scheduler = on;
+        self
+    }
+
     /// The worker, or the first setting that cannot work.
     pub fn build(self) -> Result<Worker, ConfigError> {
         if self.queues.is_empty() {
@@ -363,6 +383,17 @@ impl WorkerBuilder {
         for key in self.dependency_kinds.values() {
             names::validate_key("dependency", key)?;
         }
+        let mut declared = HashSet::new();
+        for spec in &self.schedules {
+            spec.validate()?;
+            if !declared.insert(spec.name.as_str()) {
+                return Err(InputError::new(
+                    "name",
+                    format!("schedule {:?} is declared twice", spec.name),
+                )
+                .into());
+            }
+        }
         let worker_id = match self.worker_id {
             Some(id) => {
                 names::validate_key("worker_id", &id)?;
@@ -388,6 +419,8 @@ impl WorkerBuilder {
             alerts: self.alerts,
             dependencies: self.dependencies,
             dependency_kinds: self.dependency_kinds,
+            schedules: self.schedules,
+            scheduler: self.scheduler,
             shutdown: ShutdownHandle::new(),
         })
     }
@@ -435,6 +468,8 @@ pub struct Worker {
     alerts: Option<AlertConfig>,
     dependencies: Option<DependencyConfig>,
     dependency_kinds: HashMap<String, String>,
+    schedules: Vec<revenant_core::schedule::ScheduleSpec>,
+    scheduler: bool,
     shutdown: ShutdownHandle,
 }
 
@@ -458,6 +493,8 @@ impl Worker {
             alerts: None,
             dependencies: None,
             dependency_kinds: HashMap::new(),
+            schedules: Vec::new(),
+            scheduler: true,
         }
     }
 
@@ -554,6 +591,27 @@ impl Worker {
         if let Err(err) = shared.policies.reload(&*shared.store).await {
             tracing::warn!(error = %err, "could not read the stored retry policies at start; using the ones declared in code until the next refresh");
         }
+        // The schedules declared in code, stored before the scheduler's first round.
+        for spec in self.schedules {
+            let name = spec.name.clone();
+            if let Err(err) = store_retry::retry("schedule_set", &stop_claiming, || {
+                crate::scheduler::declare(&*self.store, spec.clone())
+            })
+            .await
+            {
+                if !stop_claiming.is_cancelled() {
+                    tracing::error!(schedule = name, error = %err, "could not store a declared schedule");
+                }
+            }
+        }
+        let scheduler_stop = CancellationToken::new();
+        let scheduler_task = self.scheduler.then(|| {
+            tokio::spawn(crate::scheduler::run(
+                self.store.clone(),
+                shared.policies.clone(),
+                scheduler_stop.clone(),
+            ))
+        });
         let maintenance_task = tokio::spawn(maintenance::run(
             shared.clone(),
             self.maintenance.clone(),
@@ -583,6 +641,12 @@ impl Worker {
             _ = stop_claiming.cancelled() => {}
         }
         stop_claiming.cancel();
+        // A stopping worker enqueues no more ticks; the other workers (or the next
+        // start) carry on from the schedule's next tick.
+        scheduler_stop.cancel();
+        if let Some(task) = scheduler_task {
+            let _ = task.await;
+        }
         tracing::info!(worker = %self.worker_id, grace_ms = self.grace.as_millis() as u64, "shutting down: no more claims");
         for fetcher in fetchers {
             let _ = fetcher.await;

@@ -20,6 +20,7 @@ import job from "./views/job.js";
 import jobs from "./views/jobs.js";
 import workers from "./views/workers.js";
 import dependencies from "./views/dependencies.js";
+import schedules from "./views/schedules.js";
 
 const REFRESH_MS = 5000;
 
@@ -31,6 +32,7 @@ const routes = [
   [/^\/jobs$/, jobs, () => ({})],
   [/^\/workers$/, workers, () => ({})],
   [/^\/dependencies$/, dependencies, () => ({})],
+  [/^\/schedules$/, schedules, () => ({})],
 ];
 
 const $ = (sel) => document.querySelector(sel);

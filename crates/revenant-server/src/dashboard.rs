@@ -39,6 +39,7 @@ const FILES: &[(&str, &[u8])] = &[
     dashboard_file!("views/numbers.js"),
     dashboard_file!("views/overview.js"),
     dashboard_file!("views/queue.js"),
+    dashboard_file!("views/schedules.js"),
     dashboard_file!("views/workers.js"),
 ];
 

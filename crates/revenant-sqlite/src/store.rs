@@ -44,6 +44,8 @@ use crate::row::{
 use crate::sql;
 use crate::wake::Wakeups;
 
+mod schedule;
+
 /// How long a writer waits for another process's write lock before the call fails
 /// with [`StoreError::Unavailable`].
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -270,6 +272,66 @@ impl SqliteStore {
     }
 
     /// Wakes `wait_for_jobs` callers of these queues (see [`Wakeups::wake`]).
+    /// Inserts `params`' jobs in `tx` (the one insert path of `job_enqueue` and of a
+    /// schedule's tick), at `now`. Returns one result per job and the queues touched.
+    pub(crate) async fn enqueue_in(
+        tx: &mut Transaction<'static, Sqlite>,
+        params: &JobEnqueueParams,
+        now: i64,
+    ) -> Result<(Vec<Enqueued>, BTreeSet<String>), StoreError> {
+        let mut results = Vec::with_capacity(params.jobs.len());
+        let mut queues = BTreeSet::new();
+        for job in &params.jobs {
+            if let Some(key) = &job.unique_key {
+                let holder: Option<i64> = sqlx::query_scalar(sql::JOB_UNIQUE_FIND)
+                    .bind(key)
+                    .fetch_optional(&mut **tx)
+                    .await
+                    .map_err(classify)?;
+                if let Some(id) = holder {
+                    results.push(Enqueued {
+                        id,
+                        duplicate: true,
+                    });
+                    continue;
+                }
+            }
+            if queues.insert(job.queue.clone()) {
+                sqlx::query(sql::QUEUE_ENSURE)
+                    .bind(&job.queue)
+                    .bind(now)
+                    .execute(&mut **tx)
+                    .await
+                    .map_err(classify)?;
+            }
+            let run_at = match (job.run_at, job.delay) {
+                (Some(at), _) => at.timestamp_millis(),
+                (None, Some(delay)) => now.saturating_add(millis(delay)),
+                (None, None) => now,
+            };
+            let payload = serde_json::to_string(&job.payload).map_err(StoreError::backend)?;
+            let id: i64 = sqlx::query_scalar(sql::JOB_ENQUEUE)
+                .bind(&job.queue)
+                .bind(&job.kind)
+                .bind(payload)
+                .bind(job.priority)
+                .bind(job.max_attempts.unwrap_or(params.default_max_attempts))
+                .bind(run_at)
+                .bind(now)
+                .bind(&job.group_key)
+                .bind(&job.unique_key)
+                .bind(&job.correlation_id)
+                .fetch_one(&mut **tx)
+                .await
+                .map_err(classify)?;
+            results.push(Enqueued {
+                id,
+                duplicate: false,
+            });
+        }
+        Ok((results, queues))
+    }
+
     fn signal<'a>(&self, queues: impl IntoIterator<Item = &'a String>) {
         self.wakeups.wake(queues);
     }
@@ -585,56 +647,7 @@ impl Store for SqliteStore {
         }
         let (_turn, mut tx) = self.write().await?;
         let now = clock(params.now);
-        let mut results = Vec::with_capacity(params.jobs.len());
-        let mut queues = BTreeSet::new();
-        for job in &params.jobs {
-            if let Some(key) = &job.unique_key {
-                let holder: Option<i64> = sqlx::query_scalar(sql::JOB_UNIQUE_FIND)
-                    .bind(key)
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(classify)?;
-                if let Some(id) = holder {
-                    results.push(Enqueued {
-                        id,
-                        duplicate: true,
-                    });
-                    continue;
-                }
-            }
-            if queues.insert(job.queue.clone()) {
-                sqlx::query(sql::QUEUE_ENSURE)
-                    .bind(&job.queue)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(classify)?;
-            }
-            let run_at = match (job.run_at, job.delay) {
-                (Some(at), _) => at.timestamp_millis(),
-                (None, Some(delay)) => now.saturating_add(millis(delay)),
-                (None, None) => now,
-            };
-            let payload = serde_json::to_string(&job.payload).map_err(StoreError::backend)?;
-            let id: i64 = sqlx::query_scalar(sql::JOB_ENQUEUE)
-                .bind(&job.queue)
-                .bind(&job.kind)
-                .bind(payload)
-                .bind(job.priority)
-                .bind(job.max_attempts.unwrap_or(params.default_max_attempts))
-                .bind(run_at)
-                .bind(now)
-                .bind(&job.group_key)
-                .bind(&job.unique_key)
-                .bind(&job.correlation_id)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(classify)?;
-            results.push(Enqueued {
-                id,
-                duplicate: false,
-            });
-        }
+        let (results, queues) = Self::enqueue_in(&mut tx, &params, now).await?;
         tx.commit().await.map_err(classify)?;
         self.signal(&queues);
         Ok(results)
@@ -1540,6 +1553,40 @@ impl Store for SqliteStore {
             .map_err(classify)?;
         tx.commit().await.map_err(classify)?;
         Ok(done.rows_affected() > 0)
+    }
+
+    async fn schedule_list(
+        &self,
+    ) -> Result<Vec<revenant_core::schedule::ScheduleRecord>, StoreError> {
+        self.schedules().await
+    }
+
+    async fn schedule_set(
+        &self,
+        params: revenant_core::store::ScheduleSetParams,
+    ) -> Result<(), StoreError> {
+        self.schedule_put(params).await
+    }
+
+    async fn schedule_delete(
+        &self,
+        params: revenant_core::store::ScheduleDeleteParams,
+    ) -> Result<bool, StoreError> {
+        self.schedule_remove(params).await
+    }
+
+    async fn schedule_pause(
+        &self,
+        params: revenant_core::store::SchedulePauseParams,
+    ) -> Result<bool, StoreError> {
+        self.schedule_set_paused(params).await
+    }
+
+    async fn schedule_fire(
+        &self,
+        params: revenant_core::store::ScheduleFireParams,
+    ) -> Result<revenant_core::store::ScheduleFired, StoreError> {
+        self.schedule_tick(params).await
     }
 }
 

@@ -230,4 +230,28 @@ impl Store for RecordingStore {
     async fn policy_delete(&self, p: PolicyDeleteParams) -> Result<bool, StoreError> {
         self.inner.policy_delete(p).await
     }
+    async fn schedule_list(&self) -> Result<Vec<revenant::schedule::ScheduleRecord>, StoreError> {
+        self.inner.schedule_list().await
+    }
+    async fn schedule_set(&self, p: revenant::store::ScheduleSetParams) -> Result<(), StoreError> {
+        self.inner.schedule_set(p).await
+    }
+    async fn schedule_delete(
+        &self,
+        p: revenant::store::ScheduleDeleteParams,
+    ) -> Result<bool, StoreError> {
+        self.inner.schedule_delete(p).await
+    }
+    async fn schedule_pause(
+        &self,
+        p: revenant::store::SchedulePauseParams,
+    ) -> Result<bool, StoreError> {
+        self.inner.schedule_pause(p).await
+    }
+    async fn schedule_fire(
+        &self,
+        p: revenant::store::ScheduleFireParams,
+    ) -> Result<revenant::store::ScheduleFired, StoreError> {
+        self.inner.schedule_fire(p).await
+    }
 }

@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use revenant_core::decide::Transition;
 use revenant_core::dependency::{BreakerAction, DependencyState};
+use revenant_core::schedule::{ScheduleRecord, ScheduleSpec};
+use revenant_core::store::ScheduleDeleteParams;
 use revenant_core::store::{
     CancelResult, CancelTarget, DeadFingerprintsParams, DependencySetParams, Enqueued,
     FingerprintGroup, JobCancelParams, JobEnqueueParams, JobFilter, JobGetParams, JobListParams,
@@ -24,7 +26,7 @@ use revenant_core::{
     Store, StoreError,
 };
 use revenant_runtime::settle::{Settled, Settlement};
-use revenant_runtime::{Policies, WorkerBuilder};
+use revenant_runtime::{scheduler, Policies, WorkerBuilder};
 
 /// The most dead jobs a dry run (and a redrive's progress total) counts.
 pub const PREVIEW_SCAN: u32 = 10_000;
@@ -157,24 +159,11 @@ impl Client {
     /// tx.commit().await?; // your rows and the receipt job exist together, or neither does
     /// # Ok(()) }
     /// ```
-    pub async fn enqueue_params(
-        &self,
-        mut jobs: Vec<NewJob>,
-    ) -> Result<JobEnqueueParams, StoreError> {
+    pub async fn enqueue_params(&self, jobs: Vec<NewJob>) -> Result<JobEnqueueParams, StoreError> {
         for job in &jobs {
             job.validate()?;
         }
-        let policies = self.policies.current(&*self.store).await;
-        for job in &mut jobs {
-            if job.max_attempts.is_none() {
-                job.max_attempts = Some(attempts(policies.resolve(&job.queue, &job.kind)));
-            }
-        }
-        Ok(JobEnqueueParams {
-            jobs,
-            default_max_attempts: attempts(&policies.default),
-            now: None,
-        })
+        Ok(self.policies.enqueue_params(&*self.store, jobs).await)
     }
 
     // ---- reads ---------------------------------------------------------------------
@@ -318,6 +307,53 @@ impl Client {
             .await?;
         self.policies.invalidate();
         Ok(removed)
+    }
+
+    // ---- periodic jobs (schedules) -----------------------------------------------------
+
+    /// Every stored schedule, by name, with its next and last tick and whether it is
+    /// paused.
+    pub async fn schedules(&self) -> Result<Vec<ScheduleRecord>, StoreError> {
+        self.store.schedule_list().await
+    }
+
+    /// Stores a schedule, replacing the one of the same name. A new or changed
+    /// schedule's first tick is the first after now; an unchanged one keeps its next
+    /// tick and its pause. Every worker's scheduler sees it within a second. Refused,
+    /// naming the field, for a bad cron expression, an unknown time zone, an interval
+    /// out of range or a job that could not be enqueued.
+    pub async fn set_schedule(&self, spec: ScheduleSpec) -> Result<(), StoreError> {
+        let name = spec.name.clone();
+        scheduler::declare(&*self.store, spec).await?;
+        tracing::info!(schedule = name, "schedule stored");
+        Ok(())
+    }
+
+    /// Removes a schedule; `false` when there was none. Jobs it enqueued stay.
+    pub async fn delete_schedule(&self, name: &str) -> Result<bool, StoreError> {
+        self.store
+            .schedule_delete(ScheduleDeleteParams {
+                name: name.to_string(),
+            })
+            .await
+    }
+
+    /// Pauses a schedule: no tick is enqueued until it is resumed. `false` when there
+    /// is no such schedule.
+    pub async fn pause_schedule(&self, name: &str) -> Result<bool, StoreError> {
+        scheduler::set_paused(&*self.store, name, true).await
+    }
+
+    /// Resumes a schedule from its next tick after now (ticks that fell while it was
+    /// paused are not enqueued). `false` when there is no such schedule.
+    pub async fn resume_schedule(&self, name: &str) -> Result<bool, StoreError> {
+        scheduler::set_paused(&*self.store, name, false).await
+    }
+
+    /// Enqueues a schedule's job now, by hand (paused or not; its ticks are left
+    /// alone). `None` when there is no such schedule.
+    pub async fn run_schedule(&self, name: &str) -> Result<Option<Enqueued>, StoreError> {
+        scheduler::run_now(&*self.store, &self.policies, name).await
     }
 
     // ---- remote workers ----------------------------------------------------------------
@@ -525,10 +561,6 @@ impl Client {
 }
 
 /// A job's attempt budget as the store keeps it.
-fn attempts(policy: &RetryPolicy) -> i32 {
-    i32::try_from(policy.max_attempts()).unwrap_or(i32::MAX)
-}
-
 fn dead_only(mut filter: JobFilter) -> JobFilter {
     filter.statuses = Some(vec![JobState::Dead]);
     filter

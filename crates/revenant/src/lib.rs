@@ -72,6 +72,8 @@ pub use client::{
     SettleReport,
 };
 pub use revenant_core::migration::{MigrateMode, Migration};
+pub use revenant_core::schedule;
+pub use revenant_core::schedule::{Misfire, ScheduleRecord, ScheduleSpec, ScheduledJob};
 pub use revenant_core::store::PolicyScope;
 pub use revenant_core::{
     backoff, decide, dependency, duration, error, fingerprint, job, names, outcome, policy, rate,

@@ -26,7 +26,7 @@ pub async fn run(client: &Client, command: DeadCommand) -> Result<ExitCode, CliE
             let filter = dead_filter(client, &args, reason.as_deref(), &[]).await?;
             let jobs = client.jobs(filter, before, filter::limit(limit)?).await?;
             if json {
-                output::json(&jobs)?;
+                output::json(&jobs::list_json(&jobs))?;
             } else {
                 jobs::print_list(&jobs, "no dead jobs match")?;
             }

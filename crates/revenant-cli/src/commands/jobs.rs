@@ -29,7 +29,7 @@ pub async fn run(client: &Client, command: JobsCommand) -> Result<ExitCode, CliE
             }
             let jobs = client.jobs(filter, before, filter::limit(limit)?).await?;
             if json {
-                output::json(&jobs)?;
+                output::json(&list_json(&jobs))?;
             } else {
                 print_list(&jobs, "no jobs match")?;
             }
@@ -81,10 +81,16 @@ pub async fn show(
         }
     }
     if json {
-        output::json(&job)?;
+        output::json(&with_schedule(&job))?;
         return Ok(ExitCode::SUCCESS);
     }
     println!("job {}  {} in {}", job.id, job.kind, job.queue);
+    if let Some(schedule) = job.schedule() {
+        match job.schedule_tick() {
+            Some(tick) => println!("  schedule      {schedule}, tick {}", time(tick)),
+            None => println!("  schedule      {schedule}, run by hand"),
+        }
+    }
     println!("  status        {}", job.status);
     if let Some(reason) = job.dead_reason {
         println!("  dead reason   {reason}");
@@ -141,12 +147,28 @@ pub async fn show(
     Ok(ExitCode::SUCCESS)
 }
 
+/// A job as `--json` prints it: the job, with `schedule` (the schedule that enqueued
+/// it) when it is a periodic job.
+pub fn with_schedule(job: &Job) -> serde_json::Value {
+    let mut value = serde_json::to_value(job).unwrap_or_default();
+    if let (Some(schedule), Some(map)) = (job.schedule(), value.as_object_mut()) {
+        map.insert("schedule".into(), schedule.into());
+    }
+    value
+}
+
+/// Jobs as `--json` prints them ([`with_schedule`]).
+pub fn list_json(jobs: &[Job]) -> Vec<serde_json::Value> {
+    jobs.iter().map(with_schedule).collect()
+}
+
 /// A table of jobs.
 pub fn print_list(jobs: &[Job], empty: &str) -> Result<(), CliError> {
     let mut table = Table::new(vec![
         "ID",
         "QUEUE",
         "KIND",
+        "SCHEDULE",
         "STATUS",
         "ATTEMPTS",
         "RUN AT",
@@ -161,6 +183,7 @@ pub fn print_list(jobs: &[Job], empty: &str) -> Result<(), CliError> {
             job.id.to_string(),
             job.queue.clone(),
             job.kind.clone(),
+            job.schedule().unwrap_or_default().to_string(),
             status,
             format!("{}/{}", job.attempts, job.max_attempts),
             time(job.run_at),

@@ -4,6 +4,7 @@
 mod breaker;
 mod check;
 mod completions;
+mod cron;
 mod dead;
 mod demo;
 mod enqueue;
@@ -23,6 +24,7 @@ mod work;
 pub use breaker::BreakerCommand;
 pub use check::{CheckArgs, UNKNOWN as CHECK_UNKNOWN};
 pub use completions::CompletionsArgs;
+pub use cron::CronCommand;
 pub use demo::DemoArgs;
 pub use man::ManArgs;
 pub use metrics::MetricsArgs;
@@ -51,6 +53,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Queues(command) => queues::run(&open(&url, cli.migrate).await?, command).await,
         Command::Stats(args) => stats::run(open(&url, cli.migrate).await?.store(), args).await,
         Command::Breaker(command) => breaker::run(&open(&url, cli.migrate).await?, command).await,
+        Command::Cron(command) => cron::run(&open(&url, cli.migrate).await?, command).await,
         Command::Work(args) => work::run(&open(&url, cli.migrate).await?, args).await,
         Command::Check(args) => check::run(&url, args).await,
         Command::Migrate(args) => migrate::run(&url, args).await,

@@ -13,6 +13,7 @@ pub mod policy;
 pub mod prune;
 pub mod queue;
 pub mod read;
+pub mod schedule;
 pub mod snooze;
 pub mod wake;
 pub mod worker;

@@ -326,5 +326,34 @@ mod delegate {
         async fn policy_delete(&self, p: PolicyDeleteParams) -> Result<bool, StoreError> {
             self.store.policy_delete(p).await
         }
+        async fn schedule_list(
+            &self,
+        ) -> Result<Vec<revenant_core::schedule::ScheduleRecord>, StoreError> {
+            self.store.schedule_list().await
+        }
+        async fn schedule_set(
+            &self,
+            p: revenant_core::store::ScheduleSetParams,
+        ) -> Result<(), StoreError> {
+            self.store.schedule_set(p).await
+        }
+        async fn schedule_delete(
+            &self,
+            p: revenant_core::store::ScheduleDeleteParams,
+        ) -> Result<bool, StoreError> {
+            self.store.schedule_delete(p).await
+        }
+        async fn schedule_pause(
+            &self,
+            p: revenant_core::store::SchedulePauseParams,
+        ) -> Result<bool, StoreError> {
+            self.store.schedule_pause(p).await
+        }
+        async fn schedule_fire(
+            &self,
+            p: revenant_core::store::ScheduleFireParams,
+        ) -> Result<revenant_core::store::ScheduleFired, StoreError> {
+            self.store.schedule_fire(p).await
+        }
     }
 }

@@ -13,6 +13,7 @@ mod jobs;
 mod ops;
 mod policies;
 mod queues;
+mod schedules;
 mod work;
 
 use std::sync::Arc;
@@ -161,6 +162,22 @@ pub static ROUTES: &[Route] = &[
     }),
     route(Delete, "/v1/policies/{scope}", Some(Admin), || {
         delete(policies::remove)
+    }),
+    route(Get, "/v1/schedules", Some(Admin), || get(schedules::list)),
+    route(Put, "/v1/schedules/{name}", Some(Admin), || {
+        put(schedules::set)
+    }),
+    route(Delete, "/v1/schedules/{name}", Some(Admin), || {
+        delete(schedules::remove)
+    }),
+    route(Post, "/v1/schedules/{name}/pause", Some(Admin), || {
+        post(schedules::pause)
+    }),
+    route(Post, "/v1/schedules/{name}/resume", Some(Admin), || {
+        post(schedules::resume)
+    }),
+    route(Post, "/v1/schedules/{name}/run", Some(Admin), || {
+        post(schedules::run)
     }),
     route(Get, "/v1/workers", Some(Admin), || get(ops::workers)),
     route(Get, "/v1/alerts", Some(Admin), || get(ops::alerts)),

@@ -375,6 +375,35 @@ impl Store for Observed {
     async fn policy_delete(&self, p: PolicyDeleteParams) -> Result<bool, StoreError> {
         self.inner.policy_delete(p).await
     }
+    async fn schedule_list(
+        &self,
+    ) -> Result<Vec<revenant_core::schedule::ScheduleRecord>, StoreError> {
+        self.inner.schedule_list().await
+    }
+    async fn schedule_set(
+        &self,
+        p: revenant_core::store::ScheduleSetParams,
+    ) -> Result<(), StoreError> {
+        self.inner.schedule_set(p).await
+    }
+    async fn schedule_delete(
+        &self,
+        p: revenant_core::store::ScheduleDeleteParams,
+    ) -> Result<bool, StoreError> {
+        self.inner.schedule_delete(p).await
+    }
+    async fn schedule_pause(
+        &self,
+        p: revenant_core::store::SchedulePauseParams,
+    ) -> Result<bool, StoreError> {
+        self.inner.schedule_pause(p).await
+    }
+    async fn schedule_fire(
+        &self,
+        p: revenant_core::store::ScheduleFireParams,
+    ) -> Result<revenant_core::store::ScheduleFired, StoreError> {
+        self.inner.schedule_fire(p).await
+    }
 }
 
 /// The environment variable that tells a re-executed test binary which database its
