@@ -47,6 +47,7 @@ const settings = {
 const pool = new pg.Pool({ connectionString: t.url, max: 2 })
 const runnerPool = new pg.Pool({ connectionString: t.url, max: runnerPoolSize })
 runnerPool.on('error', err => console.error(`pg: ${err.message}`))
+let polls = 0 // the harness's count queries (W4 takes their commits out)
 const figures = await main()
 await pool.end()
 await runnerPool.end()
@@ -99,7 +100,6 @@ async function enqueue () {
   return { enqueued: done, seconds, per_sec: done / seconds, partial: done < t.jobs }
 }
 
-let polls = 0
 async function counts () {
   polls++
   const { rows } = await pool.query(

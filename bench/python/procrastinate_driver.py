@@ -3,8 +3,8 @@
 
 The worker runs `concurrency` jobs at once with LISTEN/NOTIFY wake-ups. Profiles (the
 task's `profile`): `tuned` (the default) gives the connector's pool concurrency + 1
-connections, as procrastinate's docs on pool size ask (a job holds a connection while
-it is fetched and finished, and the worker one more); `defaults` leaves the pool at
+connections, as procrastinate's docs on pool size ask for short jobs ("as many
+connections as your concurrency (plus one)"); `defaults` leaves the pool at
 psycopg_pool's defaults (4 connections). The harness's count queries use a connection
 of their own. Retries: `RetryStrategy(max_attempts=max_attempts - 1, wait=0)`,
 procrastinate counting retries after the first attempt; its waits are whole seconds,
