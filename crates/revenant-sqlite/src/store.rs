@@ -493,8 +493,8 @@ fn enqueue_chunk(left: usize) -> usize {
 }
 
 /// `job_enqueue.sql` with its `VALUES` tuple repeated `rows` times (a power of two up
-/// to [`ENQUEUE_CHUNK`]), the parameters of row `r` renumbered `?(r * n + i)` where `n`
-/// is the tuple's highest parameter: bind each row's parameters in turn. Built once.
+/// to [`ENQUEUE_CHUNK`]), each parameter a bare `?`: bind each row's parameters in
+/// turn. Built once.
 fn enqueue_statement(rows: usize) -> &'static str {
     static STATEMENTS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
         let mut out = Vec::new();
@@ -509,9 +509,13 @@ fn enqueue_statement(rows: usize) -> &'static str {
     &STATEMENTS[rows.ilog2() as usize]
 }
 
-/// `statement` (`INSERT ... VALUES (<tuple>) RETURNING ...`, numbered parameters) with
-/// its tuple repeated `rows` times, each copy's parameters shifted past the previous
-/// copy's.
+/// `statement` (`INSERT ... VALUES (<tuple>) RETURNING ...`, its parameters `?1` to
+/// `?n` each once and in order) with its tuple repeated `rows` times, every parameter
+/// written as a bare `?`, which SQLite numbers in order of appearance.
+///
+/// Bare, not renumbered `?NNN`: SQLite keeps numbered parameters in a list it searches
+/// from the start for each one bound, so binding a statement with thousands of them
+/// costs quadratic time (a 256-row insert took longer than its rows).
 fn multi_row_insert(statement: &str, rows: usize) -> String {
     let values = statement
         .find("VALUES")
@@ -543,16 +547,18 @@ fn multi_row_insert(statement: &str, rows: usize) -> String {
             i += 1;
         }
     }
-    let width = params.iter().map(|p| p.2).max().unwrap_or(0);
+    assert!(
+        params.iter().enumerate().all(|(k, p)| p.2 == k + 1),
+        "job_enqueue.sql uses its parameters ?1 to ?n once each, in order"
+    );
     let mut out = String::with_capacity(head.len() + rows * (tuple.len() + 8) + tail.len());
     out.push_str(head);
     for row in 0..rows {
         out.push_str(if row == 0 { "\n" } else { ",\n" });
         let mut last = 0;
-        for &(from, to, n) in &params {
+        for &(from, to, _) in &params {
             out.push_str(&tuple[last..from]);
             out.push('?');
-            out.push_str(&(row * width + n).to_string());
             last = to;
         }
         out.push_str(&tuple[last..]);

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use revenant_conformance::stage::{job, t0};
-use revenant_core::store::{JobEnqueueParams, JobGetParams};
-use revenant_core::{Enqueued, NewJob, Store};
+use revenant_core::store::{Enqueued, JobEnqueueParams, JobGetParams};
+use revenant_core::{NewJob, Store};
 use revenant_sqlite::SqliteStore;
 
 fn params(jobs: Vec<NewJob>) -> JobEnqueueParams {
