@@ -457,7 +457,10 @@ async fn unique_holders(
     tx: &mut Transaction<'static, Sqlite>,
     jobs: &[revenant_core::NewJob],
 ) -> Result<HashMap<String, Planned>, StoreError> {
-    let keys: BTreeSet<&str> = jobs.iter().filter_map(|j| j.unique_key.as_deref()).collect();
+    let keys: BTreeSet<&str> = jobs
+        .iter()
+        .filter_map(|j| j.unique_key.as_deref())
+        .collect();
     if keys.is_empty() {
         return Ok(HashMap::new());
     }

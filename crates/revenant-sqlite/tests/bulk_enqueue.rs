@@ -53,15 +53,40 @@ async fn a_large_batch_gives_what_one_job_at_a_time_gives() {
     for i in 0..n {
         one_by_one.extend(single.job_enqueue(params(vec![nth(i)])).await.unwrap());
     }
-    assert_eq!(together, one_by_one, "the same ids and duplicates, in input order");
+    assert_eq!(
+        together, one_by_one,
+        "the same ids and duplicates, in input order"
+    );
     // 143 keyed jobs, 30 keys, one of them held before: 29 inserted, 114 duplicates.
     assert_eq!(together.iter().filter(|e| !e.duplicate).count(), n - 114);
     for e in together.iter().filter(|e| !e.duplicate) {
-        let a = batch.job_get(JobGetParams { id: e.id }).await.unwrap().unwrap();
-        let b = single.job_get(JobGetParams { id: e.id }).await.unwrap().unwrap();
+        let a = batch
+            .job_get(JobGetParams { id: e.id })
+            .await
+            .unwrap()
+            .unwrap();
+        let b = single
+            .job_get(JobGetParams { id: e.id })
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(
-            (&a.queue, &a.payload, a.priority, a.max_attempts, a.run_at, a.created_at),
-            (&b.queue, &b.payload, b.priority, b.max_attempts, b.run_at, b.created_at),
+            (
+                &a.queue,
+                &a.payload,
+                a.priority,
+                a.max_attempts,
+                a.run_at,
+                a.created_at
+            ),
+            (
+                &b.queue,
+                &b.payload,
+                b.priority,
+                b.max_attempts,
+                b.run_at,
+                b.created_at
+            ),
             "job {}",
             e.id
         );
@@ -78,11 +103,15 @@ async fn every_batch_size_up_to_two_chunks_inserts_each_job_once_in_order() {
     let mut last = 0;
     for n in (1..=520).step_by(37).chain([255, 256, 257, 512, 513]) {
         let got = store
-            .job_enqueue(params((0..n).map(|i| {
-                let mut j = job("q", "k");
-                j.payload = serde_json::json!(i);
-                j
-            }).collect()))
+            .job_enqueue(params(
+                (0..n)
+                    .map(|i| {
+                        let mut j = job("q", "k");
+                        j.payload = serde_json::json!(i);
+                        j
+                    })
+                    .collect(),
+            ))
             .await
             .unwrap();
         assert_eq!(got.len(), n);
@@ -90,8 +119,16 @@ async fn every_batch_size_up_to_two_chunks_inserts_each_job_once_in_order() {
             assert!(!e.duplicate);
             assert!(e.id > last, "ids rise in input order");
             last = e.id;
-            let stored = store.job_get(JobGetParams { id: e.id }).await.unwrap().unwrap();
-            assert_eq!(stored.payload, serde_json::json!(i), "batch of {n}, job {i}");
+            let stored = store
+                .job_get(JobGetParams { id: e.id })
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                stored.payload,
+                serde_json::json!(i),
+                "batch of {n}, job {i}"
+            );
         }
     }
 }
