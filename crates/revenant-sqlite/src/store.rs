@@ -518,7 +518,8 @@ fn enqueue_statement(rows: usize) -> &'static str {
 ///
 /// Bare, not renumbered `?NNN`: SQLite keeps numbered parameters in a list it searches
 /// from the start for each one bound, so binding a statement with thousands of them
-/// costs quadratic time (a 256-row insert took longer than its rows).
+/// costs quadratic time (with `?NNN`, 20,000 jobs in batches of 1,000 went ten times
+/// slower).
 fn multi_row_insert(statement: &str, rows: usize) -> String {
     let values = statement
         .find("VALUES")
