@@ -23,7 +23,9 @@ import * as c from './common.mjs'
 const t = c.task()
 const quiet = new Logger(() => () => {})
 const tuned = t.profile !== 'defaults'
-const runnerPoolSize = tuned ? Math.max(10, t.concurrency + 2) : 10
+// The docs' size, within this process's share of the server's connections.
+const runnerPoolSize = Math.min(tuned ? Math.max(10, t.concurrency + 2) : 10,
+  (t.pool_cap || 1000) - 2)
 const preset = tuned
   ? {
       worker: {

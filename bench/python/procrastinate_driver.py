@@ -82,7 +82,9 @@ def pool_options(t):
     """The connector's pool: concurrency + 1 (tuned), or psycopg_pool's defaults."""
     if not tuned(t):
         return {}
-    size = t["concurrency"] + 1
+    # The docs' size, within this process's share of the server's connections (one
+    # kept for the LISTEN connection, one for the harness's count queries).
+    size = min(t["concurrency"] + 1, t.get("pool_cap", 1000) - 2)
     return {"min_size": min(4, size), "max_size": size}
 
 
