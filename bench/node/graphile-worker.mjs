@@ -4,16 +4,56 @@
 //
 // graphile-worker's retry delay is fixed (exp(min(attempts, 10)) seconds) and cannot
 // be shortened, so W2 waits about 84 s for a 5-attempt poison job to die.
+//
+// Profiles (the task's `profile`):
+// - `tuned` (the default): the settings graphile-worker's docs give for high
+//   throughput. The runner's pool has max(10, concurrency + 2) connections (the
+//   `maxPoolSize` docs: "10 or concurrentJobs + 2, whichever is larger"), and batching
+//   as in its perfTest config and Performance docs: `localQueue` of 500 with a 10 ms
+//   refetch delay, `completeJobBatchDelay: 0`, `failJobBatchDelay: 0`; `pollInterval`
+//   100 ms, so retries that come due are picked up promptly (W2).
+// - `defaults`: graphile-worker's own defaults (a pool of 10, no local queue, no
+//   batched completion, 2 s polling), the workload's slots and attempts only.
+// The producer and the harness's count queries use a pool of their own, apart from
+// the runner's.
 import pg from 'pg'
 import { Logger, makeWorkerUtils, run } from 'graphile-worker'
 import * as c from './common.mjs'
 
 const t = c.task()
 const quiet = new Logger(() => () => {})
-const pool = new pg.Pool({ connectionString: t.url, max: 4 })
+const tuned = t.profile !== 'defaults'
+// The docs' size, within this process's share of the server's connections.
+const runnerPoolSize = Math.min(tuned ? Math.max(10, t.concurrency + 2) : 10,
+  (t.pool_cap || 1000) - 2)
+const preset = tuned
+  ? {
+      worker: {
+        localQueue: { size: 500, refetchDelay: { durationMs: 10 } },
+        completeJobBatchDelay: 0,
+        failJobBatchDelay: 0,
+        pollInterval: 100
+      }
+    }
+  : { worker: {} }
+const settings = {
+  profile: tuned ? 'tuned' : 'defaults',
+  concurrency: t.concurrency,
+  runner_pool: runnerPoolSize,
+  local_queue: tuned ? 'size 500, refetchDelay 10 ms' : 'off (default)',
+  complete_job_batch_delay: tuned ? 0 : 'off (default)',
+  fail_job_batch_delay: tuned ? 0 : 'off (default)',
+  poll_interval_ms: tuned ? 100 : 2000,
+  producer_and_count_pool: 2
+}
+const pool = new pg.Pool({ connectionString: t.url, max: 2 })
+const runnerPool = new pg.Pool({ connectionString: t.url, max: runnerPoolSize })
+runnerPool.on('error', err => console.error(`pg: ${err.message}`))
+let polls = 0 // the harness's count queries (W4 takes their commits out)
 const figures = await main()
 await pool.end()
-c.result(figures)
+await runnerPool.end()
+c.result({ ...figures, settings })
 process.exit(0)
 
 async function main () {
@@ -63,6 +103,7 @@ async function enqueue () {
 }
 
 async function counts () {
+  polls++
   const { rows } = await pool.query(
     `SELECT count(*)::int AS left,
             count(*) FILTER (WHERE attempts >= max_attempts AND locked_at IS NULL)::int AS dead
@@ -72,15 +113,19 @@ async function counts () {
 
 async function drain (failures) {
   const u = await utils()
-  if (failures) await enqueueJobs(u, i => ({ i }))
+  if (failures) {
+    await enqueueJobs(u, i => ({ i }))
+    await pool.query('ANALYZE') // as the harness does after every bulk enqueue
+  }
   let attempts = 0
   const startedAt = c.unixSeconds()
   const started = c.now()
   const runner = await run({
-    pgPool: pool,
+    pgPool: runnerPool,
     concurrency: t.concurrency,
     noHandleSignals: true,
     logger: quiet,
+    preset,
     taskList: {
       noop: async (payload, helpers) => {
         attempts++
@@ -91,6 +136,7 @@ async function drain (failures) {
     }
   })
   const figures = await c.waitFinished(t, counts, started, startedAt)
+  figures.polls = polls
   await runner.stop()
   if (failures) {
     const { rows } = await pool.query(
@@ -110,10 +156,11 @@ async function latency () {
   const u = await utils()
   const samples = []
   const runner = await run({
-    pgPool: pool,
+    pgPool: runnerPool,
     concurrency: t.concurrency,
     noHandleSignals: true,
     logger: quiet,
+    preset,
     taskList: { noop: async payload => { samples.push(c.now() - payload.t) } }
   })
   await c.sleep(500)

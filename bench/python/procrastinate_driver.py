@@ -1,8 +1,12 @@
 """procrastinate's driver in the benchmark harness: one task, one JSON line (see
 ../README.md).
 
-The worker runs `concurrency` jobs at once with LISTEN/NOTIFY wake-ups (procrastinate's
-defaults otherwise). Retries: `RetryStrategy(max_attempts=max_attempts - 1, wait=0)`,
+The worker runs `concurrency` jobs at once with LISTEN/NOTIFY wake-ups. Profiles (the
+task's `profile`): `tuned` (the default) gives the connector's pool concurrency + 1
+connections, as procrastinate's docs on pool size ask for short jobs ("as many
+connections as your concurrency (plus one)"); `defaults` leaves the pool at
+psycopg_pool's defaults (4 connections). The harness's count queries use a connection
+of their own. Retries: `RetryStrategy(max_attempts=max_attempts - 1, wait=0)`,
 procrastinate counting retries after the first attempt; its waits are whole seconds,
 and 0 is the nearest to the 10 ms the other systems use.
 """
@@ -13,6 +17,7 @@ import sys
 import time
 
 import procrastinate
+import psycopg
 
 M = (1 << 64) - 1
 
@@ -65,11 +70,34 @@ def main():
          "poison_every": 0, "max_attempts": 5, "rates": [], "seconds": 0.0}
     t.update(json.loads(sys.argv[1]))
     figures = asyncio.run(run(t))
+    figures["settings"] = settings(t)
     print(json.dumps(figures), flush=True)
 
 
+def tuned(t):
+    return t.get("profile", "tuned") != "defaults"
+
+
+def pool_options(t):
+    """The connector's pool: concurrency + 1 (tuned), or psycopg_pool's defaults."""
+    if not tuned(t):
+        return {}
+    # The docs' size, within this process's share of the server's connections (one
+    # kept for the LISTEN connection, one for the harness's count queries).
+    size = min(t["concurrency"] + 1, t.get("pool_cap", 1000) - 2)
+    return {"min_size": min(4, size), "max_size": size}
+
+
+def settings(t):
+    pool = pool_options(t)
+    return {"profile": "tuned" if tuned(t) else "defaults", "concurrency": t["concurrency"],
+            "pool_max_size": pool.get("max_size", "4 (psycopg_pool default)"),
+            "listen_notify": True, "retry_wait_s": 0, "count_connection": "separate"}
+
+
 async def run(t):
-    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=t["url"]))
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(
+        conninfo=t["url"], **pool_options(t)))
     state = {"tries": {}, "attempts": 0, "samples": [], "failures": t["task"] == "failures"}
 
     @app.task(name="noop", queue=t["queue"], pass_context=False,
@@ -122,13 +150,12 @@ async def enqueue(t, noop, payload):
             "partial": done < t["jobs"]}
 
 
-async def counts(app, t):
-    async with app.connector.pool.connection() as conn:
-        cur = await conn.execute(
-            "SELECT count(*) FILTER (WHERE status = 'succeeded'),"
-            "       count(*) FILTER (WHERE status = 'failed')"
-            " FROM procrastinate_jobs WHERE queue_name = %s", (t["queue"],))
-        done, dead = await cur.fetchone()
+async def counts(conn, t):
+    cur = await conn.execute(
+        "SELECT count(*) FILTER (WHERE status = 'succeeded'),"
+        "       count(*) FILTER (WHERE status = 'failed')"
+        " FROM procrastinate_jobs WHERE queue_name = %s", (t["queue"],))
+    done, dead = await cur.fetchone()
     return done, dead
 
 
@@ -147,13 +174,18 @@ async def stop_worker(worker):
 
 
 async def drain(t, app, noop, state):
+    # The harness's own connection, apart from procrastinate's pool.
+    conn = await psycopg.AsyncConnection.connect(t["url"], autocommit=True)
     if state["failures"]:
         await enqueue_jobs(t, noop, lambda i: {"i": i})
+        await conn.execute("ANALYZE")  # as the harness does after every bulk enqueue
     progress, deadline = Progress(t["jobs"]), now_ms() + t["time_limit"] * 1000
     started_at, started = time.time(), now_ms()
     worker = start_worker(t, app)
+    polls = 0
     while True:
-        done, dead = await counts(app, t)
+        polls += 1
+        done, dead = await counts(conn, t)
         progress.tick(done + dead)
         if done + dead >= t["jobs"] or now_ms() >= deadline:
             break
@@ -161,8 +193,9 @@ async def drain(t, app, noop, state):
     seconds = (now_ms() - started) / 1000
     figures = {"completed": done, "dead": dead, "seconds": seconds, "per_sec": done / seconds,
                "started_at": started_at, "ended_at": time.time(),
-               "partial": done + dead < t["jobs"]}
+               "partial": done + dead < t["jobs"], "polls": polls}
     await stop_worker(worker)
+    await conn.close()
     if state["failures"]:
         async with app.connector.pool.connection() as conn:
             cur = await conn.execute(

@@ -271,73 +271,104 @@ impl SqliteStore {
         Ok((guard, tx))
     }
 
-    /// Wakes `wait_for_jobs` callers of these queues (see [`Wakeups::wake`]).
     /// Inserts `params`' jobs in `tx` (the one insert path of `job_enqueue` and of a
-    /// schedule's tick), at `now`. Returns one result per job and the queues touched.
+    /// schedule's tick), at `now`, in multi-row statements; `payloads` are the jobs'
+    /// payloads serialized, in order. Returns one result per job and the queues touched.
     pub(crate) async fn enqueue_in(
         tx: &mut Transaction<'static, Sqlite>,
         params: &JobEnqueueParams,
+        payloads: &[String],
         now: i64,
     ) -> Result<(Vec<Enqueued>, BTreeSet<String>), StoreError> {
-        let mut results = Vec::with_capacity(params.jobs.len());
+        // Which job is a duplicate, and of what: a key held by a job already in the
+        // table, or by an earlier job of this call (the first one with the key is
+        // inserted, as if the jobs were enqueued one after the other).
+        let mut held = unique_holders(tx, &params.jobs).await?;
+        let mut plan = Vec::with_capacity(params.jobs.len());
+        let mut inserted = Vec::with_capacity(params.jobs.len());
         let mut queues = BTreeSet::new();
-        for job in &params.jobs {
+        for (index, job) in params.jobs.iter().enumerate() {
             if let Some(key) = &job.unique_key {
-                let holder: Option<i64> = sqlx::query_scalar(sql::JOB_UNIQUE_FIND)
-                    .bind(key)
-                    .fetch_optional(&mut **tx)
-                    .await
-                    .map_err(classify)?;
-                if let Some(id) = holder {
-                    results.push(Enqueued {
-                        id,
-                        duplicate: true,
-                    });
+                if let Some(holder) = held.get(key) {
+                    plan.push(*holder);
                     continue;
                 }
+                held.insert(key.clone(), Planned::Inserted(inserted.len()));
             }
-            if queues.insert(job.queue.clone()) {
-                sqlx::query(sql::QUEUE_ENSURE)
-                    .bind(&job.queue)
-                    .bind(now)
-                    .execute(&mut **tx)
-                    .await
-                    .map_err(classify)?;
-            }
-            let run_at = match (job.run_at, job.delay) {
-                (Some(at), _) => at.timestamp_millis(),
-                (None, Some(delay)) => now.saturating_add(millis(delay)),
-                (None, None) => now,
-            };
-            let payload = serde_json::to_string(&job.payload).map_err(StoreError::backend)?;
-            let id: i64 = sqlx::query_scalar(sql::JOB_ENQUEUE)
-                .bind(&job.queue)
-                .bind(&job.kind)
-                .bind(payload)
-                .bind(job.priority)
-                .bind(job.max_attempts.unwrap_or(params.default_max_attempts))
-                .bind(run_at)
+            plan.push(Planned::Inserted(inserted.len()));
+            inserted.push(index);
+            queues.insert(job.queue.clone());
+        }
+        for queue in &queues {
+            sqlx::query(sql::QUEUE_ENSURE)
+                .bind(queue)
                 .bind(now)
-                .bind(&job.group_key)
-                .bind(&job.unique_key)
-                .bind(&job.correlation_id)
-                .fetch_one(&mut **tx)
+                .execute(&mut **tx)
                 .await
                 .map_err(classify)?;
-            results.push(Enqueued {
-                id,
-                duplicate: false,
-            });
         }
+        let mut ids = Vec::with_capacity(inserted.len());
+        let mut rest = &inserted[..];
+        while !rest.is_empty() {
+            let rows = enqueue_chunk(rest.len());
+            let (chunk, tail) = rest.split_at(rows);
+            rest = tail;
+            let mut query = sqlx::query_scalar::<_, i64>(enqueue_statement(rows));
+            for &index in chunk {
+                let job = &params.jobs[index];
+                let run_at = match (job.run_at, job.delay) {
+                    (Some(at), _) => at.timestamp_millis(),
+                    (None, Some(delay)) => now.saturating_add(millis(delay)),
+                    (None, None) => now,
+                };
+                query = query
+                    .bind(&job.queue)
+                    .bind(&job.kind)
+                    .bind(&payloads[index])
+                    .bind(job.priority)
+                    .bind(job.max_attempts.unwrap_or(params.default_max_attempts))
+                    .bind(run_at)
+                    .bind(now)
+                    .bind(&job.group_key)
+                    .bind(&job.unique_key)
+                    .bind(&job.correlation_id);
+            }
+            let mut chunk_ids = query.fetch_all(&mut **tx).await.map_err(classify)?;
+            if chunk_ids.len() != rows {
+                return Err(StoreError::Corrupt(format!(
+                    "inserted {} of {rows} jobs in one statement",
+                    chunk_ids.len()
+                )));
+            }
+            // One statement inserts its rows in order, and AUTOINCREMENT gives each a
+            // higher id than the one before; RETURNING's order is not promised, so the
+            // ids are put back in insertion order.
+            chunk_ids.sort_unstable();
+            ids.extend(chunk_ids);
+        }
+        let results = plan
+            .into_iter()
+            .enumerate()
+            .map(|(index, planned)| match planned {
+                Planned::Held(id) => Enqueued {
+                    id,
+                    duplicate: true,
+                },
+                // A later job with the key of one this call inserted is its duplicate.
+                Planned::Inserted(k) => Enqueued {
+                    id: ids[k],
+                    duplicate: inserted[k] != index,
+                },
+            })
+            .collect();
         Ok((results, queues))
     }
 
+    /// Wakes `wait_for_jobs` callers of these queues (see [`Wakeups::wake`]).
     fn signal<'a>(&self, queues: impl IntoIterator<Item = &'a String>) {
         self.wakeups.wake(queues);
     }
 
-    /// Makes dead (reason `lease_expired`) every running job whose lease expired with no
-    /// attempt left, in `queue` or everywhere. Returns their ids.
     /// The running rows among `ids`, by id, for a batch's fence check.
     async fn running_by_ids(
         tx: &mut Transaction<'static, Sqlite>,
@@ -354,6 +385,8 @@ impl SqliteStore {
             .collect()
     }
 
+    /// Makes dead (reason `lease_expired`) every running job whose lease expired with no
+    /// attempt left, in `queue` or everywhere. Returns their ids.
     async fn kill_expired(
         tx: &mut Transaction<'static, Sqlite>,
         now: i64,
@@ -506,6 +539,143 @@ fn json_array<T: serde::Serialize>(items: &T) -> Result<String, StoreError> {
     serde_json::to_string(items).map_err(StoreError::backend)
 }
 
+/// Where `job_enqueue` puts one job: a duplicate of a job already in the table, or the
+/// `k`-th row it inserts (a duplicate of that row when another job of the call has it).
+#[derive(Debug, Clone, Copy)]
+enum Planned {
+    Held(JobId),
+    Inserted(usize),
+}
+
+/// Each job's payload as the JSON text the `payload` column holds, in order.
+pub(crate) fn serialize_payloads(params: &JobEnqueueParams) -> Result<Vec<String>, StoreError> {
+    params
+        .jobs
+        .iter()
+        .map(|job| serde_json::to_string(&job.payload).map_err(StoreError::backend))
+        .collect()
+}
+
+/// The jobs already holding any unique key of `jobs`, by key, in one statement.
+async fn unique_holders(
+    tx: &mut Transaction<'static, Sqlite>,
+    jobs: &[revenant_core::NewJob],
+) -> Result<HashMap<String, Planned>, StoreError> {
+    let keys: BTreeSet<&str> = jobs
+        .iter()
+        .filter_map(|j| j.unique_key.as_deref())
+        .collect();
+    if keys.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows = sqlx::query(sql::JOB_UNIQUE_FIND_MANY)
+        .bind(json_array(&keys)?)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(classify)?;
+    rows.iter()
+        .map(|row| {
+            Ok((
+                get::<String>(row, "unique_key")?,
+                Planned::Held(get::<i64>(row, "id")?),
+            ))
+        })
+        .collect()
+}
+
+/// The most jobs one insert statement of `job_enqueue` takes: 256 rows of
+/// `job_enqueue.sql`'s parameters (10 a row), far below SQLite's limit of 32,766 bound
+/// parameters a statement. A call inserts full chunks, then the rest in chunks of
+/// powers of two, so a connection caches at most nine enqueue statements whatever the
+/// batch sizes it sees.
+const ENQUEUE_CHUNK: usize = 256;
+
+/// The rows of the next insert statement for `left` jobs still to insert.
+fn enqueue_chunk(left: usize) -> usize {
+    if left >= ENQUEUE_CHUNK {
+        ENQUEUE_CHUNK
+    } else {
+        1 << left.ilog2()
+    }
+}
+
+/// `job_enqueue.sql` with its `VALUES` tuple repeated `rows` times (a power of two up
+/// to [`ENQUEUE_CHUNK`]), each parameter a bare `?`: bind each row's parameters in
+/// turn. Built once.
+fn enqueue_statement(rows: usize) -> &'static str {
+    static STATEMENTS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+        let mut out = Vec::new();
+        let mut rows = 1;
+        while rows <= ENQUEUE_CHUNK {
+            out.push(multi_row_insert(sql::JOB_ENQUEUE, rows));
+            rows *= 2;
+        }
+        out
+    });
+    debug_assert!(rows.is_power_of_two() && rows <= ENQUEUE_CHUNK);
+    &STATEMENTS[rows.ilog2() as usize]
+}
+
+/// `statement` (`INSERT ... VALUES (<tuple>) RETURNING ...`, its parameters `?1` to
+/// `?n` each once and in order) with its tuple repeated `rows` times, every parameter
+/// written as a bare `?`, which SQLite numbers in order of appearance.
+///
+/// Bare, not renumbered `?NNN`: SQLite keeps numbered parameters in a list it searches
+/// from the start for each one bound, so binding a statement with thousands of them
+/// costs quadratic time (with `?NNN`, 20,000 jobs in batches of 1,000 went ten times
+/// slower).
+fn multi_row_insert(statement: &str, rows: usize) -> String {
+    let values = statement
+        .find("VALUES")
+        .expect("job_enqueue.sql has a VALUES clause");
+    let returning = statement
+        .rfind("RETURNING")
+        .expect("job_enqueue.sql has a RETURNING clause");
+    let (head, tuple, tail) = (
+        &statement[..values + "VALUES".len()],
+        statement[values + "VALUES".len()..returning].trim(),
+        &statement[returning..],
+    );
+    // The tuple's parameters, as (byte range, number).
+    let mut params = Vec::new();
+    let bytes = tuple.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'?' {
+            let digits = bytes[i + 1..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .count();
+            let n: usize = tuple[i + 1..i + 1 + digits]
+                .parse()
+                .expect("job_enqueue.sql numbers its parameters");
+            params.push((i, i + 1 + digits, n));
+            i += 1 + digits;
+        } else {
+            i += 1;
+        }
+    }
+    assert!(
+        params.iter().enumerate().all(|(k, p)| p.2 == k + 1),
+        "job_enqueue.sql uses its parameters ?1 to ?n once each, in order"
+    );
+    let mut out = String::with_capacity(head.len() + rows * (tuple.len() + 8) + tail.len());
+    out.push_str(head);
+    for row in 0..rows {
+        out.push_str(if row == 0 { "\n" } else { ",\n" });
+        let mut last = 0;
+        for &(from, to, _) in &params {
+            out.push_str(&tuple[last..from]);
+            out.push('?');
+            last = to;
+        }
+        out.push_str(&tuple[last..]);
+    }
+    out.push('\n');
+    out.push_str(tail);
+    out
+}
+
 /// Appends one failed attempt to the failure log (queue_stats' failure count).
 async fn log_failure(
     tx: &mut Transaction<'static, Sqlite>,
@@ -645,9 +815,12 @@ impl Store for SqliteStore {
         if params.jobs.is_empty() {
             return Ok(Vec::new());
         }
+        // The payloads are serialized before the write lock is taken: nothing about them
+        // depends on the database.
+        let payloads = serialize_payloads(&params)?;
         let (_turn, mut tx) = self.write().await?;
         let now = clock(params.now);
-        let (results, queues) = Self::enqueue_in(&mut tx, &params, now).await?;
+        let (results, queues) = Self::enqueue_in(&mut tx, &params, &payloads, now).await?;
         tx.commit().await.map_err(classify)?;
         self.signal(&queues);
         Ok(results)

@@ -149,7 +149,8 @@ impl SqliteStore {
         let (job, queues) = match &params.enqueue {
             Some(enqueue) => {
                 let now = clock(enqueue.now.or(params.now));
-                let (mut done, queues) = Self::enqueue_in(&mut tx, enqueue, now).await?;
+                let payloads = super::serialize_payloads(enqueue)?;
+                let (mut done, queues) = Self::enqueue_in(&mut tx, enqueue, &payloads, now).await?;
                 (done.pop(), queues)
             }
             None => (None, Default::default()),

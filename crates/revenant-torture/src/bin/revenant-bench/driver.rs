@@ -99,8 +99,13 @@ pub async fn enqueue(args: &Args) -> Result<serde_json::Value, Error> {
     }))
 }
 
+/// The count queries this process ran (`polls` in a drain's figures: W4 takes them out
+/// of the commits it charges to the system).
+static POLLS: AtomicU64 = AtomicU64::new(0);
+
 /// (completed, dead, cancelled) jobs of the queue.
 async fn counts(store: &dyn Store, queue: &str) -> Result<(u64, u64, u64), Error> {
+    POLLS.fetch_add(1, Ordering::Relaxed);
     let stats = store
         .queue_stats(QueueStatsParams {
             queue: Some(queue.to_string()),
@@ -186,6 +191,7 @@ pub async fn drain(args: &Args) -> Result<serde_json::Value, Error> {
             "completed": completed,
             "dead": dead,
             "handled_here": handled.load(Ordering::Relaxed),
+            "polls": POLLS.load(Ordering::Relaxed),
             "seconds": seconds,
             "per_sec": completed as f64 / seconds,
             "started_at": started_at,
@@ -286,6 +292,7 @@ pub async fn failures(args: &Args) -> Result<serde_json::Value, Error> {
         deadline,
     )
     .await?;
+    crate::ceiling::analyze(&args.url).await?;
     let policy = RetryPolicy::builder()
         .max_attempts(MAX_ATTEMPTS as u32)
         .backoff(Backoff::new(

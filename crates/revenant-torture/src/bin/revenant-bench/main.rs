@@ -13,7 +13,9 @@
 //! - `store`: the same store's `job_claim`/`job_complete` in a loop with no runtime
 //!   (a diagnostic: what the runtime costs on top of the store's SQL);
 //! - `ceiling`: raw SQL on revenant's own tables, the claim and complete statements
-//!   in `ceiling/<backend>/` with no library around them (the harness's ceiling).
+//!   in `ceiling/<backend>/` with no library around them (the harness's ceiling);
+//! - `ceiling-batched`: the same statements claiming and completing at least 500 jobs
+//!   each (the batched ceiling: the limit a queue that batches can approach).
 //!
 //! Tasks:
 //!
@@ -95,6 +97,8 @@ pub enum System {
     Store,
     /// Raw SQL on revenant's tables.
     Ceiling,
+    /// Raw SQL on revenant's tables, hundreds of jobs per claim and per completion.
+    CeilingBatched,
 }
 
 /// The task.
@@ -129,8 +133,11 @@ fn main() {
     let runtime = tokio::runtime::Runtime::new().expect("an async runtime");
     let result = runtime.block_on(async {
         match (args.system, args.task) {
-            (System::Ceiling, Task::Enqueue) => ceiling::enqueue(&args).await,
-            (System::Ceiling, Task::Drain) => ceiling::drain(&args).await,
+            (System::Ceiling | System::CeilingBatched, Task::Enqueue) => {
+                ceiling::enqueue(&args).await
+            }
+            (System::Ceiling, Task::Drain) => ceiling::drain(&args, false).await,
+            (System::CeilingBatched, Task::Drain) => ceiling::drain(&args, true).await,
             (System::Store, Task::Drain) => driver::store_drain(&args).await,
             (System::Revenant | System::Store, Task::Enqueue) => driver::enqueue(&args).await,
             (System::Revenant, Task::Drain) => driver::drain(&args).await,

@@ -69,6 +69,21 @@ async fn open(args: &Args) -> Result<Conn, Error> {
     }
 }
 
+/// `ANALYZE` on a PostgreSQL database (nothing on SQLite): what the harness runs after
+/// every bulk enqueue, for the drivers that enqueue and drain in one task (W2).
+pub async fn analyze(url: &str) -> Result<(), Error> {
+    if revenant::Backend::from_url(url)? == revenant::Backend::Postgres {
+        let pool = PgPoolOptions::new().max_connections(1).connect(url).await?;
+        sqlx::query("ANALYZE").execute(&pool).await?;
+        pool.close().await;
+    }
+    Ok(())
+}
+
+/// The batched ceiling's claim size: hundreds per statement, whatever the slots (the
+/// shape of a fetcher with a local queue, graphile-worker's `localQueue.size: 500`).
+pub const BATCH_CLAIM: usize = 500;
+
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
@@ -135,14 +150,19 @@ pub async fn enqueue(args: &Args) -> Result<serde_json::Value, Error> {
     }))
 }
 
-/// `drain`: claim up to `--concurrency`, complete what was claimed, until a claim comes
-/// back empty.
-pub async fn drain(args: &Args) -> Result<serde_json::Value, Error> {
+/// `drain`: claim up to `--concurrency` (the batched ceiling: at least [`BATCH_CLAIM`]),
+/// complete what was claimed in one statement, until a claim comes back empty.
+pub async fn drain(args: &Args, batched: bool) -> Result<serde_json::Value, Error> {
     let conn = open(args).await?;
     let deadline = args.deadline();
     let mut progress = Progress::new(args.jobs as u64);
     let worker = format!("ceiling-{}", std::process::id());
-    let limit = i64::try_from(args.concurrency.max(1)).unwrap_or(i64::MAX);
+    let claim = if batched {
+        args.concurrency.max(BATCH_CLAIM)
+    } else {
+        args.concurrency.max(1)
+    };
+    let limit = i64::try_from(claim).unwrap_or(i64::MAX);
     let io = Io::now();
     let started_at = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
@@ -210,6 +230,8 @@ pub async fn drain(args: &Args) -> Result<serde_json::Value, Error> {
             "started_at": started_at,
             "ended_at": started_at + seconds,
             "partial": done < args.jobs as u64,
+            "polls": 0,
+            "settings": { "claim_per_statement": claim, "complete_per_statement": claim },
         }),
         Io::now().since(io),
     ))
