@@ -230,8 +230,9 @@ pub enum DeadCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Group dead jobs by the fingerprint of their last error (numbers, ids and
-    /// quoted values stripped), largest group first: one line per bug.
+    /// Group dead jobs by the fingerprint of their last error (numbers, ids, quoted
+    /// values and URL paths stripped, hosts kept), largest group first: one line per
+    /// bug, with its grouped form.
     Fingerprints {
         /// Filters.
         #[command(flatten)]

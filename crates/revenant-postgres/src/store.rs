@@ -1148,15 +1148,17 @@ impl Store for PgStore {
         .classified()?;
         listed("jobs", &rows, |row| {
             let example_message: String = row.try_get("example_message").classified()?;
+            let print: String = row.try_get("fingerprint").classified()?;
             Ok(FingerprintGroup {
-                fingerprint: row.try_get("fingerprint").classified()?,
+                // The pattern under the rules the stored fingerprint was made with.
+                pattern: fingerprint::pattern(&print, &example_message),
+                fingerprint: print,
                 count: row.try_get("count").classified()?,
                 first_seen: row.try_get("first_seen").classified()?,
                 last_seen: row.try_get("last_seen").classified()?,
                 kinds: row.try_get("kinds").classified()?,
                 queues: row.try_get("queues").classified()?,
                 example_id: row.try_get("example_id").classified()?,
-                pattern: fingerprint::normalize(&example_message),
                 example_message,
             })
         })

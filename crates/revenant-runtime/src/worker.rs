@@ -577,6 +577,12 @@ impl Worker {
             queues = ?self.queues.iter().map(|q| (&q.name, q.concurrency)).collect::<Vec<_>>(),
             "worker started"
         );
+        let kinds: Vec<&str> = shared.registry.kinds().collect();
+        crate::metrics::worker_started(
+            shared.store.backend(),
+            self.queues.iter().map(|q| q.name.as_str()),
+            kinds.iter().copied(),
+        );
 
         tokio::select! {
             _ = signal => {}
