@@ -60,6 +60,13 @@ const MIGRATIONS: &[Known] = &[
         name: "policies",
         sql: include_str!("../migrations/0004_policies.sql"),
     },
+    // 0005 and 0006 are other changes' numbers; versions apply in order whatever
+    // arrives, and a missing one is applied when it does.
+    Known {
+        version: 7,
+        name: "trace_context",
+        sql: include_str!("../migrations/0007_trace_context.sql"),
+    },
 ];
 
 /// The first key of the advisory lock (`'rvnt'`); the second is the schema's hash.

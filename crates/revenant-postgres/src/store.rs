@@ -656,6 +656,8 @@ fn bind_new_jobs<'q>(
     let mut group_key = Vec::with_capacity(jobs.len());
     let mut unique_key = Vec::with_capacity(jobs.len());
     let mut correlation_id = Vec::with_capacity(jobs.len());
+    let mut traceparent: Vec<Option<String>> = Vec::with_capacity(jobs.len());
+    let mut tracestate: Vec<Option<String>> = Vec::with_capacity(jobs.len());
     for job in jobs {
         queue.push(job.queue.clone());
         kind.push(job.kind.clone());
@@ -675,6 +677,9 @@ fn bind_new_jobs<'q>(
         group_key.push(job.group_key.clone());
         unique_key.push(job.unique_key.clone());
         correlation_id.push(job.correlation_id.clone());
+        let trace = job.trace_context.as_ref();
+        traceparent.push(trace.map(|t| t.traceparent().to_string()));
+        tracestate.push(trace.and_then(|t| t.tracestate()).map(str::to_string));
     }
     Ok(query
         .bind(params.now)
@@ -687,7 +692,9 @@ fn bind_new_jobs<'q>(
         .bind(max_attempts)
         .bind(group_key)
         .bind(unique_key)
-        .bind(correlation_id))
+        .bind(correlation_id)
+        .bind(traceparent)
+        .bind(tracestate))
 }
 
 /// Binds a [`JobFilter`] as `$1..$11` (see `queries/job_filter.sql`).

@@ -103,6 +103,10 @@ pub(crate) fn job_fields(row: &SqliteRow, id: i64) -> Result<Job, StoreError> {
         errors,
         redrives: get(row, "redrives")?,
         fingerprint: get(row, "fingerprint")?,
+        trace_context: revenant_core::trace::TraceContext::from_stored(
+            get(row, "traceparent")?,
+            get(row, "tracestate")?,
+        ),
         dependency: get(row, "dependency")?,
         dependency_wait: get::<Option<String>>(row, "dependency_wait")?
             .map(|text| {

@@ -627,6 +627,8 @@ impl Store for SqliteStore {
                 .bind(&job.group_key)
                 .bind(&job.unique_key)
                 .bind(&job.correlation_id)
+                .bind(job.trace_context.as_ref().map(|t| t.traceparent()))
+                .bind(job.trace_context.as_ref().and_then(|t| t.tracestate()))
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(classify)?;

@@ -75,7 +75,7 @@ pub use revenant_core::migration::{MigrateMode, Migration};
 pub use revenant_core::store::PolicyScope;
 pub use revenant_core::{
     backoff, decide, dependency, duration, error, fingerprint, job, names, outcome, policy, rate,
-    store,
+    store, trace,
 };
 pub use revenant_core::{
     Backoff, DeadReason, ErrorEntry, FailureClass, InputError, Jitter, Job, JobId, JobState,
