@@ -97,6 +97,8 @@ pub(crate) struct QueueConfig {
 /// The settings shared by every part of a running worker.
 pub(crate) struct Shared {
     pub(crate) store: Arc<dyn Store>,
+    /// Attempt spans (see [`crate::otel`]); `None`: tracing off, nothing spent.
+    pub(crate) tracer: Option<crate::otel::AttemptTracer>,
     pub(crate) registry: Registry,
     pub(crate) policies: Arc<Policies>,
     pub(crate) worker_id: String,
@@ -135,6 +137,7 @@ pub struct WorkerBuilder {
     alerts: Option<AlertConfig>,
     dependencies: Option<DependencyConfig>,
     dependency_kinds: HashMap<String, String>,
+    tracer: Option<crate::otel::AttemptTracer>,
 }
 
 impl WorkerBuilder {
@@ -297,6 +300,22 @@ impl WorkerBuilder {
         self
     }
 
+    /// Runs every attempt in an OpenTelemetry span made by `provider`: a consumer
+    /// span, child of the job's enqueue trace context, with the messaging conventions'
+    /// attributes and the outcome (see [`crate::otel`]). Default: no spans, at no
+    /// cost. Give the provider your exporter is on (the `revenant` binary builds an
+    /// OTLP one from `--otlp-endpoint` or `OTEL_EXPORTER_OTLP_ENDPOINT`); shut it down
+    /// after the worker returns so its last spans are sent.
+    pub fn tracer_provider<P>(mut self, provider: &P) -> Self
+    where
+        P: opentelemetry::trace::TracerProvider,
+        P::Tracer: Send + Sync + 'static,
+        <P::Tracer as opentelemetry::trace::Tracer>::Span: Send + Sync + 'static,
+    {
+        self.tracer = Some(crate::otel::AttemptTracer::new(provider));
+        self
+    }
+
     /// The worker, or the first setting that cannot work.
     pub fn build(self) -> Result<Worker, ConfigError> {
         if self.queues.is_empty() {
@@ -388,6 +407,7 @@ impl WorkerBuilder {
             alerts: self.alerts,
             dependencies: self.dependencies,
             dependency_kinds: self.dependency_kinds,
+            tracer: self.tracer,
             shutdown: ShutdownHandle::new(),
         })
     }
@@ -435,6 +455,7 @@ pub struct Worker {
     alerts: Option<AlertConfig>,
     dependencies: Option<DependencyConfig>,
     dependency_kinds: HashMap<String, String>,
+    tracer: Option<crate::otel::AttemptTracer>,
     shutdown: ShutdownHandle,
 }
 
@@ -458,6 +479,7 @@ impl Worker {
             alerts: None,
             dependencies: None,
             dependency_kinds: HashMap::new(),
+            tracer: None,
         }
     }
 
@@ -535,6 +557,7 @@ impl Worker {
         };
         let shared = Arc::new(Shared {
             store: self.store.clone(),
+            tracer: self.tracer.clone(),
             registry: self.registry,
             policies: self.policies,
             worker_id: self.worker_id.clone(),
