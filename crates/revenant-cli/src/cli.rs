@@ -121,6 +121,13 @@ pub struct EnqueueArgs {
     /// A caller's id to follow the work across systems.
     #[arg(long)]
     pub correlation_id: Option<String>,
+    /// The W3C trace context the job's attempt spans join (00-<trace id>-<span
+    /// id>-<flags>); refused when malformed. Default: $TRACEPARENT when set.
+    #[arg(long, env = "TRACEPARENT")]
+    pub traceparent: Option<String>,
+    /// Its W3C tracestate (vendor key=value pairs); needs --traceparent.
+    #[arg(long, env = "TRACESTATE", requires = "traceparent")]
+    pub tracestate: Option<String>,
     /// Print the new job as JSON.
     #[arg(long)]
     pub json: bool,

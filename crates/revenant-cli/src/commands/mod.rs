@@ -11,6 +11,7 @@ mod filter;
 mod jobs;
 mod man;
 mod metrics;
+mod otel;
 mod migrate;
 mod policy;
 mod protection;
