@@ -123,7 +123,10 @@ fn expressions(value: &Value, out: &mut Vec<String>) {
 }
 
 fn dashboard() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/grafana/revenant.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/grafana/revenant.json"
+    );
     let text = std::fs::read_to_string(path).expect("docs/grafana/revenant.json");
     serde_json::from_str(&text).expect("the dashboard is JSON")
 }
@@ -168,7 +171,10 @@ fn every_dashboard_query_names_metrics_a_real_scrape_shows() {
         if text.contains("revenant_dead_letters_total{queue=\"q\",kind=\"nobody_handles_this\"") {
             break text;
         }
-        assert!(Instant::now() < deadline, "no dead letter counted in 60 s:\n{text}");
+        assert!(
+            Instant::now() < deadline,
+            "no dead letter counted in 60 s:\n{text}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
     // The worker's counters for the kinds it handles were there at zero.
@@ -178,7 +184,10 @@ fn every_dashboard_query_names_metrics_a_real_scrape_shows() {
         ),
         "{worker_text}"
     );
-    assert!(worker_text.contains("revenant_build_info{"), "{worker_text}");
+    assert!(
+        worker_text.contains("revenant_build_info{"),
+        "{worker_text}"
+    );
     // The server's second scrape has the first one's request in its histogram.
     let server_text = scrape(&server_addr);
     assert!(
@@ -194,9 +203,16 @@ fn every_dashboard_query_names_metrics_a_real_scrape_shows() {
     expressions(&dashboard(), &mut exprs);
     let named: Vec<(String, String)> = exprs
         .iter()
-        .flat_map(|expr| metric_names(expr).into_iter().map(move |n| (n, expr.clone())))
+        .flat_map(|expr| {
+            metric_names(expr)
+                .into_iter()
+                .map(move |n| (n, expr.clone()))
+        })
         .collect();
-    assert!(named.len() >= 10, "the dashboard queries too little: {exprs:?}");
+    assert!(
+        named.len() >= 10,
+        "the dashboard queries too little: {exprs:?}"
+    );
     for (name, expr) in &named {
         assert!(
             shown.contains(name),

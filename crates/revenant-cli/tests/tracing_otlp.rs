@@ -33,7 +33,11 @@ fn receiver() -> (String, Received) {
             if reader.read_line(&mut request_line).is_err() {
                 continue;
             }
-            let path = request_line.split_whitespace().nth(1).unwrap_or("").to_string();
+            let path = request_line
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or("")
+                .to_string();
             let mut length = 0;
             loop {
                 let mut line = String::new();
@@ -85,11 +89,20 @@ fn attempt_spans_reach_an_otlp_receiver_in_the_producers_trace() {
     ]);
     let id = job["id"].to_string();
     let shown = db.ok_json(&["jobs", "show", &id, "--json"]);
-    assert_eq!(shown["trace_context"]["traceparent"], TRACEPARENT, "{shown}");
+    assert_eq!(
+        shown["trace_context"]["traceparent"], TRACEPARENT,
+        "{shown}"
+    );
 
     let (addr, received) = receiver();
     let child = db
-        .command(&["work", "-q", "q", "--otlp-endpoint", &format!("http://{addr}")])
+        .command(&[
+            "work",
+            "-q",
+            "q",
+            "--otlp-endpoint",
+            &format!("http://{addr}"),
+        ])
         .env("OTEL_BSP_SCHEDULE_DELAY", "100")
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")

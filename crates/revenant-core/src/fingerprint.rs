@@ -546,7 +546,9 @@ mod tests {
         assert_eq!(hash("a"), "af63dc4c8601");
         // A version 1 fingerprint stored before URL paths were parameterised.
         assert_eq!(
-            hash(&normalize_v1("POST https://h.example/a: connection refused")),
+            hash(&normalize_v1(
+                "POST https://h.example/a: connection refused"
+            )),
             "ed2c9d535d4c"
         );
         assert_eq!(lease_expired().len(), 12);

@@ -123,7 +123,10 @@ fn bad(field: &'static str, message: impl Into<String>) -> InputError {
 }
 
 fn is_lower_hex(text: &str) -> bool {
-    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn check_traceparent(value: &str) -> Result<(), InputError> {
@@ -142,7 +145,11 @@ fn check_traceparent(value: &str) -> Result<(), InputError> {
     let (version, trace_id, parent_id, flags) =
         (&value[0..2], &value[3..35], &value[36..52], &value[53..55]);
     let dashes = [2, 35, 52].iter().all(|&i| value.as_bytes()[i] == b'-');
-    if !dashes || ![version, trace_id, parent_id, flags].iter().all(|f| is_lower_hex(f)) {
+    if !dashes
+        || ![version, trace_id, parent_id, flags]
+            .iter()
+            .all(|f| is_lower_hex(f))
+    {
         return Err(shape());
     }
     if version == "ff" {
@@ -150,7 +157,8 @@ fn check_traceparent(value: &str) -> Result<(), InputError> {
     }
     // Version 00 is exactly 55 characters; a later version may append fields after a
     // dash, which a version-00 reader ignores.
-    if (version == "00" && value.len() != 55) || (value.len() > 55 && value.as_bytes()[55] != b'-') {
+    if (version == "00" && value.len() != 55) || (value.len() > 55 && value.as_bytes()[55] != b'-')
+    {
         return Err(shape());
     }
     if value.len() > 256 {
@@ -194,9 +202,9 @@ fn check_tracestate(value: &str) -> Result<(), InputError> {
     for member in members {
         let ok = member.split_once('=').is_some_and(|(key, val)| {
             !key.is_empty()
-                && key.bytes().all(|b| {
-                    b.is_ascii_lowercase() || b.is_ascii_digit() || b"_-*/@".contains(&b)
-                })
+                && key
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_-*/@".contains(&b))
                 && !val.is_empty()
                 && val
                     .bytes()
@@ -225,11 +233,17 @@ mod tests {
     fn a_w3c_traceparent_is_kept_and_read() {
         let ctx = TraceContext::new(GOOD, Some("congo=t61rcWkgMzE,rojo=00f067aa0ba902b7")).unwrap();
         assert_eq!(ctx.traceparent(), GOOD);
-        assert_eq!(ctx.tracestate(), Some("congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"));
+        assert_eq!(
+            ctx.tracestate(),
+            Some("congo=t61rcWkgMzE,rojo=00f067aa0ba902b7")
+        );
         assert_eq!(ctx.flags(), 1);
         let unsampled = GOOD.replace("-01", "-00");
         assert!(!TraceContext::new(&unsampled, Some("")).unwrap().sampled());
-        assert_eq!(TraceContext::new(GOOD, Some(" ")).unwrap().tracestate(), None);
+        assert_eq!(
+            TraceContext::new(GOOD, Some(" ")).unwrap().tracestate(),
+            None
+        );
         // A later version may carry more fields.
         assert!(TraceContext::new(&format!("01{}-extra", &GOOD[2..]), None).is_ok());
     }
@@ -238,20 +252,39 @@ mod tests {
     fn a_malformed_trace_context_is_refused_by_name() {
         let refused = [
             ("", "traceparent"),
-            ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7", "traceparent"),
+            (
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+                "traceparent",
+            ),
             (&GOOD.to_uppercase(), "traceparent"),
-            (&GOOD.replace("4bf92f3577b34da6a3ce929d0e0e4736", &"0".repeat(32)), "traceparent"),
-            (&GOOD.replace("00f067aa0ba902b7", &"0".repeat(16)), "traceparent"),
+            (
+                &GOOD.replace("4bf92f3577b34da6a3ce929d0e0e4736", &"0".repeat(32)),
+                "traceparent",
+            ),
+            (
+                &GOOD.replace("00f067aa0ba902b7", &"0".repeat(16)),
+                "traceparent",
+            ),
             (&format!("ff{}", &GOOD[2..]), "traceparent"),
             (&format!("{GOOD}-x"), "traceparent"),
             (&GOOD.replace('-', "_"), "traceparent"),
-            ("00-4bf92f3577b34da6a3ce929d0e0e473é-00f067aa0ba902b7-01", "traceparent"),
+            (
+                "00-4bf92f3577b34da6a3ce929d0e0e473é-00f067aa0ba902b7-01",
+                "traceparent",
+            ),
         ];
         for (value, field) in refused {
             let err = TraceContext::new(value, None).unwrap_err();
             assert_eq!(err.field, field, "{value:?}");
         }
-        for state in ["novalue", "k=", "=v", "k=a,b", &"k=v,".repeat(33), &format!("k={}", "v".repeat(600))] {
+        for state in [
+            "novalue",
+            "k=",
+            "=v",
+            "k=a,b",
+            &"k=v,".repeat(33),
+            &format!("k={}", "v".repeat(600)),
+        ] {
             let err = TraceContext::new(GOOD, Some(state)).unwrap_err();
             assert_eq!(err.field, "tracestate", "{state:?}");
         }

@@ -27,8 +27,8 @@ use std::sync::Arc;
 
 use opentelemetry::global::{BoxedSpan, BoxedTracer};
 use opentelemetry::trace::{
-    Span, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId,
-    TraceState, Tracer, TracerProvider,
+    Span, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState,
+    Tracer, TracerProvider,
 };
 use opentelemetry::{Context, KeyValue};
 use revenant_core::decide::Transition;
@@ -141,9 +141,7 @@ impl AttemptSpan {
             (Settled::Applied, Transition::Retry { .. }) => "retried",
             (Settled::Applied, Transition::Snooze { .. }) => "snoozed",
             (Settled::Applied, Transition::Dead { .. }) => "dead",
-            (Settled::Applied | Settled::NotCancelled(_), Transition::Cancel { .. }) => {
-                "cancelled"
-            }
+            (Settled::Applied | Settled::NotCancelled(_), Transition::Cancel { .. }) => "cancelled",
             (Settled::LeaseLost, _) => "lease_lost",
             (Settled::Unwritten(_), _) => "unwritten",
             (Settled::NotCancelled(_), _) => "cancelled",
@@ -151,7 +149,9 @@ impl AttemptSpan {
         self.0
             .set_attribute(KeyValue::new("revenant.outcome", outcome));
         match transition {
-            Transition::Retry { failure, .. } => self.failed(failure.class.as_str(), &failure.message),
+            Transition::Retry { failure, .. } => {
+                self.failed(failure.class.as_str(), &failure.message)
+            }
             Transition::Dead { reason, failure } => {
                 self.0
                     .set_attribute(KeyValue::new("revenant.dead_reason", reason.as_str()));
@@ -180,8 +180,9 @@ impl AttemptSpan {
                 KeyValue::new("exception.message", message.to_string()),
             ],
         );
-        self.0
-            .set_status(Status::Error { description: Cow::Owned(message.to_string()) });
+        self.0.set_status(Status::Error {
+            description: Cow::Owned(message.to_string()),
+        });
     }
 }
 
@@ -190,7 +191,9 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _};
+    use opentelemetry::trace::{
+        Span as _, SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _,
+    };
     use opentelemetry::{Context, Value};
     use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
     use revenant_core::backoff::{Backoff, Jitter};
@@ -244,10 +247,7 @@ mod tests {
             let _guard = cx.clone().attach();
             super::current_trace_context().expect("a current span")
         };
-        assert_eq!(
-            trace.trace_id(),
-            producer_context.trace_id().to_string()
-        );
+        assert_eq!(trace.trace_id(), producer_context.trace_id().to_string());
         let enqueued = store
             .job_enqueue(JobEnqueueParams {
                 jobs: vec![
@@ -267,14 +267,19 @@ mod tests {
             .poll_interval(Duration::from_millis(20))
             .worker_id("w1")
             .tracer_provider(&provider)
-            .handler_fn("flaky", |ctx: JobContext, _: serde_json::Value| async move {
-                if ctx.attempt() == 1 {
-                    Err(JobError::retry("provider said 503"))
-                } else {
-                    Ok(())
-                }
+            .handler_fn(
+                "flaky",
+                |ctx: JobContext, _: serde_json::Value| async move {
+                    if ctx.attempt() == 1 {
+                        Err(JobError::retry("provider said 503"))
+                    } else {
+                        Ok(())
+                    }
+                },
+            )
+            .handler_fn("steady", |_: JobContext, _: serde_json::Value| async move {
+                Ok(())
             })
-            .handler_fn("steady", |_: JobContext, _: serde_json::Value| async move { Ok(()) })
             .build()
             .unwrap();
         let shutdown = worker.shutdown_handle();
@@ -314,17 +319,31 @@ mod tests {
             assert_eq!(span.span_context.trace_id(), producer_context.trace_id());
             assert_eq!(span.parent_span_id, producer_context.span_id());
             assert_eq!(span.span_kind, SpanKind::Consumer);
-            assert_eq!(attribute(span, "messaging.system"), Some(&Value::from("revenant")));
-            assert_eq!(attribute(span, "messaging.destination.name"), Some(&Value::from("q")));
-            assert_eq!(attribute(span, "revenant.job.kind"), Some(&Value::from("flaky")));
+            assert_eq!(
+                attribute(span, "messaging.system"),
+                Some(&Value::from("revenant"))
+            );
+            assert_eq!(
+                attribute(span, "messaging.destination.name"),
+                Some(&Value::from("q"))
+            );
+            assert_eq!(
+                attribute(span, "revenant.job.kind"),
+                Some(&Value::from("flaky"))
+            );
             assert_eq!(
                 attribute(span, "revenant.job.attempt"),
                 Some(&Value::from(i64::try_from(n).unwrap() + 1))
             );
         }
         let (first, second) = (flaky[0], flaky[1]);
-        assert_eq!(attribute(first, "revenant.outcome"), Some(&Value::from("retried")));
-        assert!(matches!(&first.status, Status::Error { description } if description.contains("503")));
+        assert_eq!(
+            attribute(first, "revenant.outcome"),
+            Some(&Value::from("retried"))
+        );
+        assert!(
+            matches!(&first.status, Status::Error { description } if description.contains("503"))
+        );
         let exception = first
             .events
             .iter()
@@ -334,7 +353,10 @@ mod tests {
             .attributes
             .iter()
             .any(|kv| kv.key.as_str() == "exception.message" && kv.value.as_str().contains("503")));
-        assert_eq!(attribute(second, "revenant.outcome"), Some(&Value::from("completed")));
+        assert_eq!(
+            attribute(second, "revenant.outcome"),
+            Some(&Value::from("completed"))
+        );
         assert!(second.events.is_empty());
         assert_eq!(second.status, Status::Unset);
 
@@ -343,6 +365,9 @@ mod tests {
             .find(|s| attribute(s, "revenant.job.kind") == Some(&Value::from("steady")))
             .expect("the steady job's span");
         assert_ne!(steady.span_context.trace_id(), producer_context.trace_id());
-        assert_eq!(attribute(steady, "revenant.outcome"), Some(&Value::from("completed")));
+        assert_eq!(
+            attribute(steady, "revenant.outcome"),
+            Some(&Value::from("completed"))
+        );
     }
 }

@@ -97,9 +97,6 @@ mod tests {
         assert_eq!(status_class(431), "4xx");
         assert_eq!(status_class(503), "5xx");
         assert_eq!(method_label(&Method::PATCH), "other");
-        assert_eq!(
-            method_label(&Method::from_bytes(b"BREW").unwrap()),
-            "other"
-        );
+        assert_eq!(method_label(&Method::from_bytes(b"BREW").unwrap()), "other");
     }
 }

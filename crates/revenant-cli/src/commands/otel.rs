@@ -123,7 +123,10 @@ mod tests {
     fn the_endpoint_gets_the_traces_path_once() {
         assert_eq!(traces_url("http://c:4318"), "http://c:4318/v1/traces");
         assert_eq!(traces_url("http://c:4318/"), "http://c:4318/v1/traces");
-        assert_eq!(traces_url("http://c:4318/v1/traces"), "http://c:4318/v1/traces");
+        assert_eq!(
+            traces_url("http://c:4318/v1/traces"),
+            "http://c:4318/v1/traces"
+        );
         assert!(check_url("http://127.0.0.1:4318").is_ok());
         for bad in ["127.0.0.1:4318", "ftp://x", "http://", "http://a b"] {
             assert_eq!(check_url(bad).unwrap_err().field, "otlp-endpoint", "{bad}");

@@ -97,7 +97,10 @@ pub async fn enqueue_keeps_the_trace_context(store: Arc<dyn Store>) {
         })
         .await
         .unwrap();
-    assert_eq!(stage.get(enqueued[0].id).await.trace_context, Some(ctx.clone()));
+    assert_eq!(
+        stage.get(enqueued[0].id).await.trace_context,
+        Some(ctx.clone())
+    );
     assert_eq!(stage.get(enqueued[1].id).await.trace_context, None);
     assert_eq!(stage.get(enqueued[2].id).await.trace_context, Some(bare));
     let claimed = stage.claim("q", 10, at(1)).await;

@@ -186,7 +186,9 @@ pub async fn enqueue(
                 .map(|(i, job)| job.into_new_job(Some(&format!("jobs[{i}]")), now, header_trace))
                 .collect::<Result<Vec<_>, _>>()?
         }
-        Value::Object(_) => vec![decode_value::<NewJobBody>(body)?.into_new_job(None, now, header_trace)?],
+        Value::Object(_) => {
+            vec![decode_value::<NewJobBody>(body)?.into_new_job(None, now, header_trace)?]
+        }
         other => {
             return Err(ApiError::field(
                 "body",
@@ -232,9 +234,9 @@ fn header_trace_context(headers: &HeaderMap) -> Result<Option<TraceContext>, Api
         headers
             .get(name)
             .map(|value| {
-                value.to_str().map_err(|_| {
-                    ApiError::field(format!("{name} header"), "is not visible ASCII")
-                })
+                value
+                    .to_str()
+                    .map_err(|_| ApiError::field(format!("{name} header"), "is not visible ASCII"))
             })
             .transpose()
     };
