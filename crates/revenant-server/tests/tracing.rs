@@ -35,8 +35,12 @@ async fn traceparent_of(s: &TestServer, id: i64) -> Option<(String, Option<Strin
         .await
         .unwrap()
         .expect("the job");
-    job.trace_context
-        .map(|t| (t.traceparent().to_string(), t.tracestate().map(str::to_string)))
+    job.trace_context.map(|t| {
+        (
+            t.traceparent().to_string(),
+            t.tracestate().map(str::to_string),
+        )
+    })
 }
 
 async fn the_trace_context_comes_from_the_header_or_the_job_and_is_checked(backend: Backend) {
@@ -56,17 +60,33 @@ async fn the_trace_context_comes_from_the_header_or_the_job_and_is_checked(backe
     let enqueued = ids(&answer);
     assert_eq!(
         traceparent_of(&s, enqueued[0]).await,
-        Some((HEADER.to_string(), Some("rojo=00f067aa0ba902b7".to_string())))
+        Some((
+            HEADER.to_string(),
+            Some("rojo=00f067aa0ba902b7".to_string())
+        ))
     );
-    assert_eq!(traceparent_of(&s, enqueued[1]).await, Some((OWN.to_string(), None)));
-    let plain = ids(&s.post("/v1/jobs", json!({"queue": "q", "kind": "k"}), StatusCode::CREATED).await);
+    assert_eq!(
+        traceparent_of(&s, enqueued[1]).await,
+        Some((OWN.to_string(), None))
+    );
+    let plain = ids(&s
+        .post(
+            "/v1/jobs",
+            json!({"queue": "q", "kind": "k"}),
+            StatusCode::CREATED,
+        )
+        .await);
     assert_eq!(traceparent_of(&s, plain[0]).await, None);
 
     // Malformed: refused by name, nothing written.
     let before = s.get("/v1/jobs?queue=q").await;
-    let (status, answer) = post_with_header(&s, "00-nope", json!({"queue": "q", "kind": "k"})).await;
+    let (status, answer) =
+        post_with_header(&s, "00-nope", json!({"queue": "q", "kind": "k"})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
-    assert!(answer.to_string().contains("traceparent header"), "{answer}");
+    assert!(
+        answer.to_string().contains("traceparent header"),
+        "{answer}"
+    );
     let error = s
         .post_err(
             "/v1/jobs",
@@ -88,7 +108,11 @@ async fn the_trace_context_comes_from_the_header_or_the_job_and_is_checked(backe
     assert_eq!(s.get("/v1/jobs?queue=q").await, before);
 
     // /metrics counted them by route template and status class.
-    let response = s.raw(Method::GET, "/metrics").send().await.expect("GET /metrics");
+    let response = s
+        .raw(Method::GET, "/metrics")
+        .send()
+        .await
+        .expect("GET /metrics");
     assert_eq!(response.status(), StatusCode::OK);
     let text = response.text().await.expect("the exposition");
     let count = |status: &str| -> f64 {
