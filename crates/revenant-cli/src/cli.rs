@@ -125,6 +125,13 @@ pub struct EnqueueArgs {
     /// A caller's id to follow the work across systems.
     #[arg(long)]
     pub correlation_id: Option<String>,
+    /// The W3C trace context the job's attempt spans join (00-<trace id>-<span
+    /// id>-<flags>); refused when malformed. Default: $TRACEPARENT when set.
+    #[arg(long, env = "TRACEPARENT")]
+    pub traceparent: Option<String>,
+    /// Its W3C tracestate (vendor key=value pairs); needs --traceparent.
+    #[arg(long, env = "TRACESTATE", requires = "traceparent")]
+    pub tracestate: Option<String>,
     /// Print the new job as JSON.
     #[arg(long)]
     pub json: bool,
@@ -234,8 +241,9 @@ pub enum DeadCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Group dead jobs by the fingerprint of their last error (numbers, ids and
-    /// quoted values stripped), largest group first: one line per bug.
+    /// Group dead jobs by the fingerprint of their last error (numbers, ids, quoted
+    /// values and URL paths stripped, hosts kept), largest group first: one line per
+    /// bug, with its grouped form.
     Fingerprints {
         /// Filters.
         #[command(flatten)]

@@ -55,6 +55,7 @@ fn base(id: i64, queue: &str, status: JobState) -> Job {
         errors: Vec::new(),
         redrives: 0,
         fingerprint: None,
+        trace_context: None,
         dependency: None,
         dependency_wait: None,
     }

@@ -335,6 +335,11 @@ pub struct Job {
     /// `lease_expired`, [`crate::fingerprint::lease_expired`]). Cleared on redrive.
     #[serde(default)]
     pub fingerprint: Option<String>,
+    /// The trace context of the code that enqueued it (see [`crate::trace`]): each
+    /// attempt's span is linked to it when tracing is on. `None` for a job enqueued
+    /// without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_context: Option<crate::trace::TraceContext>,
     /// The dependency (the service it calls) a worker found for it, recorded the first
     /// time a worker protecting dependencies claimed it. See [`crate::dependency`].
     #[serde(default)]
@@ -378,6 +383,9 @@ pub struct NewJob {
     /// Correlation id.
     #[serde(default)]
     pub correlation_id: Option<String>,
+    /// The enqueuing code's W3C trace context (checked when built or decoded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_context: Option<crate::trace::TraceContext>,
 }
 
 /// Refuses a payload deeper than [`NewJob::MAX_PAYLOAD_DEPTH`] or holding U+0000 in a
@@ -450,6 +458,7 @@ impl NewJob {
             group_key: None,
             unique_key: None,
             correlation_id: None,
+            trace_context: None,
         }
     }
 
@@ -492,6 +501,12 @@ impl NewJob {
     /// Sets a correlation id.
     pub fn with_correlation_id(mut self, correlation_id: impl Into<String>) -> Self {
         self.correlation_id = Some(correlation_id.into());
+        self
+    }
+
+    /// Sets the trace context the job's attempts join (see [`crate::trace`]).
+    pub fn with_trace_context(mut self, trace_context: crate::trace::TraceContext) -> Self {
+        self.trace_context = Some(trace_context);
         self
     }
 

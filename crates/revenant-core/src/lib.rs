@@ -14,7 +14,8 @@
 //! - [`names`], [`duration`] and [`rate`]: input validation shared by every entry point;
 //! - [`migration`]: the schema migrations' shared words (`revenant migrate`);
 //! - [`dependency`]: per-dependency circuit breakers, shared rate limits and retry
-//!   budgets.
+//!   budgets;
+//! - [`trace`]: the W3C trace context a job carries from the code that enqueued it.
 //!
 //! Time: every store call takes an optional `now`. In production it is `None` and the
 //! backend uses its own clock (PostgreSQL's `now()`, the owning process for SQLite);
@@ -34,6 +35,7 @@ pub mod policy;
 pub mod rate;
 pub mod schedule;
 pub mod store;
+pub mod trace;
 
 pub use backoff::{Backoff, Jitter};
 pub use decide::{decide, Transition};

@@ -675,8 +675,9 @@ pub struct FingerprintGroup {
     pub example_id: JobId,
     /// That job's last error message, as recorded.
     pub example_message: String,
-    /// That message normalised ([`crate::fingerprint::normalize`]): what the group has
-    /// in common.
+    /// That message normalised under the rules the fingerprint was made with
+    /// ([`crate::fingerprint::pattern`]): what the group has in common, the grouped
+    /// form `revenant dead fingerprints` and the dashboard show.
     pub pattern: String,
 }
 

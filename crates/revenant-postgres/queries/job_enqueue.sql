@@ -1,4 +1,4 @@
--- job_enqueue: insert a batch of jobs in one statement. Arrays $2..$11 hold one element
+-- job_enqueue: insert a batch of jobs in one statement. Arrays $2..$13 hold one element
 -- per job (no two with the same unique key: the store folds those first). $1: now
 -- (NULL: the database clock).
 --
@@ -14,9 +14,11 @@ WITH t AS (
 input AS (
     SELECT i.*, nextval(pg_get_serial_sequence('{schema}.jobs', 'id')) AS id
     FROM unnest($2::text[], $3::text[], $4::text[], $5::int4[], $6::timestamptz[],
-                $7::int8[], $8::int4[], $9::text[], $10::text[], $11::text[])
+                $7::int8[], $8::int4[], $9::text[], $10::text[], $11::text[],
+                $12::text[], $13::text[])
          WITH ORDINALITY AS i(queue, kind, payload, priority, run_at, delay_ms,
-                              max_attempts, group_key, unique_key, correlation_id, ord)
+                              max_attempts, group_key, unique_key, correlation_id,
+                              traceparent, tracestate, ord)
     ORDER BY i.ord
 ),
 known AS (
@@ -26,11 +28,12 @@ known AS (
 ),
 inserted AS (
     INSERT INTO {schema}.jobs AS j (id, queue, kind, payload, status, priority, max_attempts,
-                                    run_at, created_at, group_key, unique_key, correlation_id)
+                                    run_at, created_at, group_key, unique_key, correlation_id,
+                                    traceparent, tracestate)
     SELECT i.id, i.queue, i.kind, i.payload::jsonb, 'ready', i.priority, i.max_attempts,
            coalesce(date_trunc('milliseconds', i.run_at),
                     t.now + coalesce(i.delay_ms, 0)::float8 * interval '1 millisecond'),
-           t.now, i.group_key, i.unique_key, i.correlation_id
+           t.now, i.group_key, i.unique_key, i.correlation_id, i.traceparent, i.tracestate
     FROM input i, t
     ORDER BY i.ord
     ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING

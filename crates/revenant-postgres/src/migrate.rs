@@ -60,12 +60,17 @@ const MIGRATIONS: &[Known] = &[
         name: "policies",
         sql: include_str!("../migrations/0004_policies.sql"),
     },
-    // 0005 belongs to another change; versions apply in order of number whatever
-    // order they arrive in, each once.
+    // Versions apply in order of number whatever order they arrive in, each once: a
+    // missing one is applied when it does.
     Known {
         version: 6,
         name: "schedules",
         sql: include_str!("../migrations/0006_schedules.sql"),
+    },
+    Known {
+        version: 7,
+        name: "trace_context",
+        sql: include_str!("../migrations/0007_trace_context.sql"),
     },
 ];
 

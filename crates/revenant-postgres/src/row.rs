@@ -100,6 +100,10 @@ fn job_fields(row: &PgRow, id: i64) -> Result<Job, StoreError> {
         errors,
         redrives: row.try_get(20).classified()?,
         fingerprint: row.try_get(21).classified()?,
+        trace_context: revenant_core::trace::TraceContext::from_stored(
+            row.try_get(24).classified()?,
+            row.try_get(25).classified()?,
+        ),
         dependency: row.try_get(22).classified()?,
         dependency_wait: row
             .try_get::<Option<String>, _>(23)

@@ -11,7 +11,8 @@
 const JOB_COLUMNS: &str = "j.id, j.queue, j.kind, j.payload, j.status, j.priority, j.attempts, \
     j.max_attempts, j.run_at, j.created_at, j.attempted_at, j.finished_at, j.lease_token, \
     j.lease_expires_at, j.worker, j.group_key, j.unique_key, j.correlation_id, \
-    j.dead_reason, j.errors, j.redrives, j.fingerprint, j.dependency, j.dependency_wait";
+    j.dead_reason, j.errors, j.redrives, j.fingerprint, j.dependency, j.dependency_wait, \
+    j.traceparent, j.tracestate";
 
 const JOB_FILTER: &str = include_str!("../queries/job_filter.sql");
 

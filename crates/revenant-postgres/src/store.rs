@@ -658,6 +658,8 @@ fn bind_new_jobs<'q>(
     let mut group_key = Vec::with_capacity(jobs.len());
     let mut unique_key = Vec::with_capacity(jobs.len());
     let mut correlation_id = Vec::with_capacity(jobs.len());
+    let mut traceparent: Vec<Option<String>> = Vec::with_capacity(jobs.len());
+    let mut tracestate: Vec<Option<String>> = Vec::with_capacity(jobs.len());
     for job in jobs {
         queue.push(job.queue.clone());
         kind.push(job.kind.clone());
@@ -677,6 +679,9 @@ fn bind_new_jobs<'q>(
         group_key.push(job.group_key.clone());
         unique_key.push(job.unique_key.clone());
         correlation_id.push(job.correlation_id.clone());
+        let trace = job.trace_context.as_ref();
+        traceparent.push(trace.map(|t| t.traceparent().to_string()));
+        tracestate.push(trace.and_then(|t| t.tracestate()).map(str::to_string));
     }
     Ok(query
         .bind(params.now)
@@ -689,7 +694,9 @@ fn bind_new_jobs<'q>(
         .bind(max_attempts)
         .bind(group_key)
         .bind(unique_key)
-        .bind(correlation_id))
+        .bind(correlation_id)
+        .bind(traceparent)
+        .bind(tracestate))
 }
 
 /// Binds a [`JobFilter`] as `$1..$11` (see `queries/job_filter.sql`).
@@ -1150,15 +1157,17 @@ impl Store for PgStore {
         .classified()?;
         listed("jobs", &rows, |row| {
             let example_message: String = row.try_get("example_message").classified()?;
+            let print: String = row.try_get("fingerprint").classified()?;
             Ok(FingerprintGroup {
-                fingerprint: row.try_get("fingerprint").classified()?,
+                // The pattern under the rules the stored fingerprint was made with.
+                pattern: fingerprint::pattern(&print, &example_message),
+                fingerprint: print,
                 count: row.try_get("count").classified()?,
                 first_seen: row.try_get("first_seen").classified()?,
                 last_seen: row.try_get("last_seen").classified()?,
                 kinds: row.try_get("kinds").classified()?,
                 queues: row.try_get("queues").classified()?,
                 example_id: row.try_get("example_id").classified()?,
-                pattern: fingerprint::normalize(&example_message),
                 example_message,
             })
         })

@@ -115,6 +115,10 @@ pub(crate) async fn run(
         metrics::wait_time(&job.queue, waited);
     }
 
+    let span = shared
+        .tracer
+        .as_ref()
+        .map(|tracer| tracer.start(&job, &shared.worker_id));
     let mut task = tokio::spawn(shared.registry.dispatch(ctx, job.payload.clone()));
     // The heartbeat runs in its own task and is stopped, never cancelled mid-call: a
     // store call dropped half-way can leave its write turn (SQLite) or a row lock
@@ -170,6 +174,9 @@ pub(crate) async fn run(
     }
     match ended {
         Ended::LeaseLost => {
+            if let Some(span) = span {
+                span.ended("lease_lost");
+            }
             metrics::attempt(&job.queue, &job.kind, AttemptOutcome::LeaseLost, "none");
             tracing::warn!(
                 job_id = job.id,
@@ -184,6 +191,9 @@ pub(crate) async fn run(
         }
         Ended::Shutdown => match shared.completer.send(Ack::Release(lease)).await {
             Ok(fenced) => {
+                if let Some(span) = span {
+                    span.ended("released");
+                }
                 metrics::attempt(&job.queue, &job.kind, AttemptOutcome::Released, "none");
                 tracing::info!(job_id = job.id, queue = %job.queue, kind = %job.kind, result = ?fenced, "shutdown: handler cancelled, lease released, attempt given back")
             }
@@ -192,7 +202,12 @@ pub(crate) async fn run(
                 tracing::warn!(job_id = job.id, queue = %job.queue, kind = %job.kind, error = %err, "shutdown: could not release the lease; the job is reclaimed when it expires")
             }
         },
-        Ended::Outcome(outcome) => finish(&shared, &job, lease, &policy, outcome).await,
+        Ended::Outcome(outcome) => {
+            let (transition, settled) = finish(&shared, &job, lease, &policy, outcome).await;
+            if let Some(span) = span {
+                span.settled(&transition, &settled);
+            }
+        }
     }
 }
 
@@ -273,7 +288,7 @@ async fn finish(
     lease: LeaseRef,
     policy: &RetryPolicy,
     outcome: Outcome,
-) {
+) -> (Transition, Settled) {
     let settlement = Settlement::decide(
         job,
         lease,
@@ -323,6 +338,7 @@ async fn finish(
         shared.due_soon.note(&job.queue, delay);
     }
     settlement.record(job, &settled);
+    (settlement.transition().clone(), settled)
 }
 
 /// The text of a panic payload (`panic!("...")` gives a `&str` or a `String`).

@@ -66,6 +66,7 @@ pub mod context;
 pub mod handler;
 pub mod maintenance;
 pub mod metrics;
+pub mod otel;
 pub mod policies;
 pub mod scheduler;
 pub mod settle;

@@ -68,6 +68,15 @@ pub const DEPENDENCY_BUDGET_ALLOWED: &str = "revenant_dependency_budget_allowed"
 /// Jobs ready and waiting on a dependency. Labels: `dependency`, `reason`.
 pub const DEPENDENCY_WAITING: &str = "revenant_dependency_waiting_jobs";
 
+/// 1, labelled with the running version and the store's backend: a scrape is never
+/// empty, and a dashboard can show which release each process runs. Labels: `version`,
+/// `backend`.
+pub const BUILD_INFO: &str = "revenant_build_info";
+/// HTTP requests `revenant serve` answered. Labels: `route`, `method`, `status`.
+pub const HTTP_REQUESTS: &str = "revenant_http_requests_total";
+/// How long `revenant serve` took to answer. Labels: `route`, `method`.
+pub const HTTP_REQUEST_SECONDS: &str = "revenant_http_request_duration_seconds";
+
 /// A metric's type, as Prometheus names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MetricType {
@@ -121,6 +130,9 @@ pub const METRICS: &[MetricInfo] = &[
     MetricInfo { name: DEPENDENCY_BUDGET_RETRIES, kind: MetricType::Gauge, labels: &["dependency"], help: "Retries sent in the retry budget's window." },
     MetricInfo { name: DEPENDENCY_BUDGET_ALLOWED, kind: MetricType::Gauge, labels: &["dependency"], help: "Retries the retry budget allows in its window now." },
     MetricInfo { name: DEPENDENCY_WAITING, kind: MetricType::Gauge, labels: &["dependency", "reason"], help: "Jobs ready and waiting on the dependency, by reason: breaker (parked until it closes), rate_limit (holding a turn), retry_budget." },
+    MetricInfo { name: BUILD_INFO, kind: MetricType::Gauge, labels: &["version", "backend"], help: "1, labelled with the revenant version this process runs and its store's backend (sqlite, postgres)." },
+    MetricInfo { name: HTTP_REQUESTS, kind: MetricType::Counter, labels: &["route", "method", "status"], help: "HTTP requests revenant serve answered: route is the route template (/v1/jobs/{id}, or unmatched), status the class (2xx, 3xx, 4xx, 5xx)." },
+    MetricInfo { name: HTTP_REQUEST_SECONDS, kind: MetricType::Histogram, labels: &["route", "method"], help: "How long revenant serve took to answer, by route template and method." },
 ];
 
 /// Bucket bounds for [`JOB_RUN_SECONDS`]: 5 ms to 5 min, for handlers from a cache
@@ -134,6 +146,61 @@ pub const RUN_SECONDS_BUCKETS: &[f64] = &[
 pub const WAIT_SECONDS_BUCKETS: &[f64] = &[
     0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 21600.0,
 ];
+
+/// Bucket bounds for [`HTTP_REQUEST_SECONDS`]: 1 ms to 10 s. An API answer is one or
+/// two store calls; a slow one is a store in trouble (a lock, a failover).
+pub const HTTP_SECONDS_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+];
+
+/// The version [`BUILD_INFO`] reports: the revenant crates' version.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Sets [`BUILD_INFO`] to 1 for `backend` (`Store::backend`).
+pub fn build_info(backend: &'static str) {
+    metrics::gauge!(BUILD_INFO, "version" => VERSION, "backend" => backend).set(1.0);
+}
+
+/// What a worker records at start, so its scrape shows every series a dashboard
+/// queries from the first scrape on, at zero, instead of "no data" until the first
+/// failure: [`BUILD_INFO`]; for each queue it serves and kind it handles,
+/// [`JOB_ATTEMPTS`] with the outcomes a dashboard charts (completed, retried, dead)
+/// and [`DEAD_LETTERS`] for every reason. The run-time histograms appear with the
+/// first attempt (a histogram at zero would claim a latency of nothing).
+pub fn worker_started<'a>(
+    backend: &'static str,
+    queues: impl Iterator<Item = &'a str> + Clone,
+    kinds: impl Iterator<Item = &'a str> + Clone,
+) {
+    build_info(backend);
+    for queue in queues {
+        for kind in kinds.clone() {
+            for (outcome, class) in [
+                (AttemptOutcome::Completed, "none"),
+                (AttemptOutcome::Retried, "transient"),
+                (AttemptOutcome::Dead, "permanent"),
+            ] {
+                metrics::counter!(
+                    JOB_ATTEMPTS,
+                    "queue" => queue.to_string(),
+                    "kind" => kind.to_string(),
+                    "outcome" => outcome.as_str(),
+                    "class" => class,
+                )
+                .increment(0);
+            }
+            for reason in revenant_core::DeadReason::ALL {
+                metrics::counter!(
+                    DEAD_LETTERS,
+                    "queue" => queue.to_string(),
+                    "kind" => kind.to_string(),
+                    "reason" => reason.as_str(),
+                )
+                .increment(0);
+            }
+        }
+    }
+}
 
 /// Registers every metric's help text and unit with the installed recorder. Call once
 /// after installing one; the runtime records without it, only the `# HELP` lines

@@ -97,6 +97,8 @@ pub(crate) struct QueueConfig {
 /// The settings shared by every part of a running worker.
 pub(crate) struct Shared {
     pub(crate) store: Arc<dyn Store>,
+    /// Attempt spans (see [`crate::otel`]); `None`: tracing off, nothing spent.
+    pub(crate) tracer: Option<crate::otel::AttemptTracer>,
     pub(crate) registry: Registry,
     pub(crate) policies: Arc<Policies>,
     pub(crate) worker_id: String,
@@ -137,6 +139,7 @@ pub struct WorkerBuilder {
     dependency_kinds: HashMap<String, String>,
     schedules: Vec<revenant_core::schedule::ScheduleSpec>,
     scheduler: bool,
+    tracer: Option<crate::otel::AttemptTracer>,
 }
 
 impl WorkerBuilder {
@@ -317,6 +320,22 @@ impl WorkerBuilder {
         self
     }
 
+    /// Runs every attempt in an OpenTelemetry span made by `provider`: a consumer
+    /// span, child of the job's enqueue trace context, with the messaging conventions'
+    /// attributes and the outcome (see [`crate::otel`]). Default: no spans, at no
+    /// cost. Give the provider your exporter is on (the `revenant` binary builds an
+    /// OTLP one from `--otlp-endpoint` or `OTEL_EXPORTER_OTLP_ENDPOINT`); shut it down
+    /// after the worker returns so its last spans are sent.
+    pub fn tracer_provider<P>(mut self, provider: &P) -> Self
+    where
+        P: opentelemetry::trace::TracerProvider,
+        P::Tracer: Send + Sync + 'static,
+        <P::Tracer as opentelemetry::trace::Tracer>::Span: Send + Sync + 'static,
+    {
+        self.tracer = Some(crate::otel::AttemptTracer::new(provider));
+        self
+    }
+
     /// The worker, or the first setting that cannot work.
     pub fn build(self) -> Result<Worker, ConfigError> {
         if self.queues.is_empty() {
@@ -421,6 +440,7 @@ impl WorkerBuilder {
             dependency_kinds: self.dependency_kinds,
             schedules: self.schedules,
             scheduler: self.scheduler,
+            tracer: self.tracer,
             shutdown: ShutdownHandle::new(),
         })
     }
@@ -470,6 +490,7 @@ pub struct Worker {
     dependency_kinds: HashMap<String, String>,
     schedules: Vec<revenant_core::schedule::ScheduleSpec>,
     scheduler: bool,
+    tracer: Option<crate::otel::AttemptTracer>,
     shutdown: ShutdownHandle,
 }
 
@@ -495,6 +516,7 @@ impl Worker {
             dependency_kinds: HashMap::new(),
             schedules: Vec::new(),
             scheduler: true,
+            tracer: None,
         }
     }
 
@@ -572,6 +594,7 @@ impl Worker {
         };
         let shared = Arc::new(Shared {
             store: self.store.clone(),
+            tracer: self.tracer.clone(),
             registry: self.registry,
             policies: self.policies,
             worker_id: self.worker_id.clone(),
@@ -634,6 +657,12 @@ impl Worker {
             worker = %self.worker_id,
             queues = ?self.queues.iter().map(|q| (&q.name, q.concurrency)).collect::<Vec<_>>(),
             "worker started"
+        );
+        let kinds: Vec<&str> = shared.registry.kinds().collect();
+        crate::metrics::worker_started(
+            shared.store.backend(),
+            self.queues.iter().map(|q| q.name.as_str()),
+            kinds.iter().copied(),
         );
 
         tokio::select! {

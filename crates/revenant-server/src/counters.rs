@@ -1,5 +1,7 @@
 //! The server's own counters: `revenant_job_attempts_total` and
-//! `revenant_dead_letters_total` for the attempts remote workers settle through it.
+//! `revenant_dead_letters_total` for the attempts remote workers settle through it, and
+//! `revenant_http_requests_total` and `revenant_http_request_duration_seconds` for every
+//! request it answers (see [`crate::http_metrics`]).
 //!
 //! The settle step (`revenant::settle`) counts through the `metrics` facade. The server
 //! installs no global recorder (a process embedding it may have its own, and tests run
@@ -11,7 +13,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
 use revenant::runtime::metrics as names;
 
 /// One router's counters.
@@ -27,7 +29,14 @@ impl std::fmt::Debug for Counters {
 
 impl Default for Counters {
     fn default() -> Self {
-        let recorder = PrometheusBuilder::new().build_recorder();
+        // Explicit buckets: a histogram, not a summary, so it sums across servers.
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(
+                Matcher::Full(names::HTTP_REQUEST_SECONDS.to_string()),
+                names::HTTP_SECONDS_BUCKETS,
+            )
+            .expect("bucket bounds are not empty")
+            .build_recorder();
         ::metrics::with_local_recorder(&recorder, names::describe);
         Counters { recorder }
     }
@@ -40,6 +49,12 @@ impl Counters {
             counters: self,
             future: Box::pin(future),
         }
+    }
+
+    /// Runs `record` with these counters as its recorder (a synchronous call, for the
+    /// request middleware).
+    pub fn record<T>(&self, record: impl FnOnce() -> T) -> T {
+        ::metrics::with_local_recorder(&self.recorder, record)
     }
 
     /// The counters in the Prometheus text format.

@@ -41,6 +41,7 @@ pub mod counters;
 pub mod dashboard;
 pub mod error;
 pub mod extract;
+mod http_metrics;
 pub mod input;
 mod log;
 pub mod loopback;

@@ -103,6 +103,10 @@ pub(crate) fn job_fields(row: &SqliteRow, id: i64) -> Result<Job, StoreError> {
         errors,
         redrives: get(row, "redrives")?,
         fingerprint: get(row, "fingerprint")?,
+        trace_context: revenant_core::trace::TraceContext::from_stored(
+            get(row, "traceparent")?,
+            get(row, "tracestate")?,
+        ),
         dependency: get(row, "dependency")?,
         dependency_wait: get::<Option<String>>(row, "dependency_wait")?
             .map(|text| {
@@ -164,15 +168,17 @@ pub(crate) fn group_from_row(row: &SqliteRow) -> Result<FingerprintGroup, StoreE
         Ok(items)
     };
     let example_message: String = get(row, "example_message")?;
+    let print: String = get(row, "fingerprint")?;
     Ok(FingerprintGroup {
-        fingerprint: get(row, "fingerprint")?,
+        // The pattern under the rules the stored fingerprint was made with.
+        pattern: fingerprint::pattern(&print, &example_message),
+        fingerprint: print,
         count: get(row, "count")?,
         first_seen: timestamp(get(row, "first_seen")?, "first_seen")?,
         last_seen: timestamp(get(row, "last_seen")?, "last_seen")?,
         kinds: list("kinds")?,
         queues: list("queues")?,
         example_id: get(row, "example_id")?,
-        pattern: fingerprint::normalize(&example_message),
         example_message,
     })
 }

@@ -331,7 +331,9 @@ impl SqliteStore {
                     .bind(now)
                     .bind(&job.group_key)
                     .bind(&job.unique_key)
-                    .bind(&job.correlation_id);
+                    .bind(&job.correlation_id)
+                    .bind(job.trace_context.as_ref().map(|t| t.traceparent()))
+                    .bind(job.trace_context.as_ref().and_then(|t| t.tracestate()));
             }
             let mut chunk_ids = query.fetch_all(&mut **tx).await.map_err(classify)?;
             if chunk_ids.len() != rows {

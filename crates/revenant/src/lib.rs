@@ -77,7 +77,7 @@ pub use revenant_core::schedule::{Misfire, ScheduleRecord, ScheduleSpec, Schedul
 pub use revenant_core::store::PolicyScope;
 pub use revenant_core::{
     backoff, decide, dependency, duration, error, fingerprint, job, names, outcome, policy, rate,
-    store,
+    store, trace,
 };
 pub use revenant_core::{
     Backoff, DeadReason, ErrorEntry, FailureClass, InputError, Jitter, Job, JobId, JobState,

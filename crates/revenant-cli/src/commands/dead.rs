@@ -56,7 +56,7 @@ pub async fn run(client: &Client, command: DeadCommand) -> Result<ExitCode, CliE
                 "LAST SEEN",
                 "KINDS",
                 "EXAMPLE",
-                "LAST ERROR",
+                "PATTERN",
             ]);
             for group in &groups {
                 table.row(vec![
@@ -70,7 +70,9 @@ pub async fn run(client: &Client, command: DeadCommand) -> Result<ExitCode, CliE
                     output::time(group.last_seen),
                     group.kinds.join(","),
                     group.example_id.to_string(),
-                    output::clip(&group.example_message, 70),
+                    // The grouped form: what every job of the group died of (`dead show
+                    // EXAMPLE` has one message in full).
+                    output::clip(&group.pattern, 70),
                 ]);
             }
             table.print("no dead jobs match")?;

@@ -98,6 +98,12 @@ fn build(args: &EnqueueArgs) -> Result<NewJob, CliError> {
     job.group_key = args.group.clone();
     job.unique_key = args.unique_key.clone();
     job.correlation_id = args.correlation_id.clone();
+    if let Some(parent) = &args.traceparent {
+        job.trace_context = Some(revenant::trace::TraceContext::new(
+            parent,
+            args.tracestate.as_deref(),
+        )?);
+    }
     job.validate()?;
     Ok(job)
 }

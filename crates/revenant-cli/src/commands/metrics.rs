@@ -125,6 +125,7 @@ pub async fn run(store: &Arc<dyn Store>, args: MetricsArgs) -> Result<ExitCode, 
     let recorder = builder().build_recorder();
     ::metrics::with_local_recorder(&recorder, || {
         names::describe();
+        names::build_info(store.backend());
         names::queue_gauges(&stats);
         names::dependency_gauges(&dependencies);
     });

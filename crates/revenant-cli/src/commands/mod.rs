@@ -13,6 +13,7 @@ mod jobs;
 mod man;
 mod metrics;
 mod migrate;
+mod otel;
 mod policy;
 mod protection;
 mod queues;

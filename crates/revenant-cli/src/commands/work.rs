@@ -89,6 +89,11 @@ pub struct WorkArgs {
     /// How the dependencies the jobs call are protected.
     #[command(flatten)]
     pub protection: ProtectionArgs,
+    /// Send a span per attempt to this OpenTelemetry collector (OTLP over HTTP, e.g.
+    /// http://127.0.0.1:4318). Default: off, unless OTEL_EXPORTER_OTLP_ENDPOINT or
+    /// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set (see docs/tracing.md).
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
 }
 
 /// The policy flags `revenant work` no longer takes (see [`WorkArgs::removed`]).
@@ -187,6 +192,11 @@ pub async fn run(client: &Client, args: WorkArgs) -> Result<ExitCode, CliError> 
         builder = builder.dependencies(DependencyConfig::new(policies));
     }
     builder = builder.maintenance(maintenance);
+    let tracing = super::otel::from_config(args.otlp_endpoint.as_deref(), "revenant-worker")?;
+    if let Some(tracing) = &tracing {
+        builder = builder.tracer_provider(tracing.provider());
+        eprintln!("traces: OTLP to {}", tracing.endpoint());
+    }
     let worker = builder
         .build()
         .map_err(|err| InputError::new("worker", err.to_string()))?;
@@ -214,10 +224,15 @@ pub async fn run(client: &Client, args: WorkArgs) -> Result<ExitCode, CliError> 
             "dependencies protected: see `revenant breaker list`"
         },
     );
-    worker
+    let ran = worker
         .run()
         .await
-        .map_err(|err| CliError::Failed(err.to_string()))?;
+        .map_err(|err| CliError::Failed(err.to_string()));
+    if let Some(tracing) = tracing {
+        // Sends the spans still batched before the process exits.
+        tracing.shutdown().await;
+    }
+    ran?;
     eprintln!("revenant worker stopped cleanly");
     Ok(ExitCode::SUCCESS)
 }

@@ -503,6 +503,76 @@ pub async fn dead_fingerprints_group_dead_jobs_by_error(store: Arc<dyn Store>) {
     assert_eq!(limited[0].count, 3);
 }
 
+/// Jobs refused by one host at different paths are one group: the URL's path is
+/// parameterised and its host kept, so a webhook fan-out failing against one dead
+/// endpoint reads as one row, shown with its grouped form; another host is another
+/// group, and a filter by the group's fingerprint selects its jobs.
+pub async fn dead_fingerprints_group_one_host_across_paths(store: Arc<dyn Store>) {
+    use revenant_core::fingerprint::fingerprint;
+    let stage = Stage::new(store.clone());
+    let mut refused = Vec::new();
+    for (i, path) in ["/a", "/b", "/c"].iter().enumerate() {
+        let message = format!("POST https://h.example{path}: connection refused");
+        let secs_at = 100 + i64::try_from(i).unwrap();
+        refused.push(
+            stage
+                .dead(
+                    job("hooks", "http"),
+                    DeadReason::AttemptsExhausted,
+                    &message,
+                    at(secs_at),
+                )
+                .await
+                .id,
+        );
+    }
+    let other = stage
+        .dead(
+            job("hooks", "http"),
+            DeadReason::AttemptsExhausted,
+            "POST https://other.example/a: connection refused",
+            at(200),
+        )
+        .await;
+
+    let groups = store
+        .dead_fingerprints(DeadFingerprintsParams::default())
+        .await
+        .unwrap();
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    let print = fingerprint("POST https://h.example/a: connection refused");
+    assert_eq!(groups[0].fingerprint, print);
+    assert_eq!(groups[0].count, 3);
+    assert_eq!(
+        groups[0].pattern,
+        "post https://h.example/<path>: connection refused"
+    );
+    assert_eq!(
+        groups[0].example_message,
+        "POST https://h.example/c: connection refused"
+    );
+    assert_eq!(groups[1].count, 1);
+    assert_eq!(groups[1].example_id, other.id);
+    assert_eq!(
+        groups[1].pattern,
+        "post https://other.example/<path>: connection refused"
+    );
+
+    let listed = store
+        .job_list(JobListParams {
+            filter: JobFilter {
+                fingerprint: Some(print),
+                ..JobFilter::default()
+            },
+            ..JobListParams::default()
+        })
+        .await
+        .unwrap();
+    let mut ids: Vec<_> = listed.iter().map(|j| j.id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, refused);
+}
+
 /// Each redrive that moves jobs writes one audit record in the same transaction: when,
 /// the filter, the spacing, how many, the first and last id, who and why. Newest first;
 /// a redrive that moves nothing records nothing.

@@ -70,6 +70,45 @@ pub async fn enqueue_stores_every_field(store: Arc<dyn Store>) {
     assert_eq!(job.redrives, 0);
 }
 
+/// A job enqueued with a trace context keeps it (traceparent and tracestate) through
+/// claim and listing; one enqueued without reads as none; a batch mixes both.
+pub async fn enqueue_keeps_the_trace_context(store: Arc<dyn Store>) {
+    use revenant_core::trace::TraceContext;
+    let stage = Stage::new(store.clone());
+    let ctx = TraceContext::new(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"),
+    )
+    .unwrap();
+    let bare = TraceContext::new(
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00",
+        None,
+    )
+    .unwrap();
+    let enqueued = store
+        .job_enqueue(JobEnqueueParams {
+            jobs: vec![
+                job("q", "k").with_trace_context(ctx.clone()),
+                job("q", "k"),
+                job("q", "k").with_trace_context(bare.clone()),
+            ],
+            default_max_attempts: 3,
+            now: Some(at(0)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        stage.get(enqueued[0].id).await.trace_context,
+        Some(ctx.clone())
+    );
+    assert_eq!(stage.get(enqueued[1].id).await.trace_context, None);
+    assert_eq!(stage.get(enqueued[2].id).await.trace_context, Some(bare));
+    let claimed = stage.claim("q", 10, at(1)).await;
+    assert_eq!(claimed.len(), 3);
+    let first = claimed.iter().find(|j| j.id == enqueued[0].id).unwrap();
+    assert_eq!(first.trace_context, Some(ctx));
+}
+
 /// Without `run_at` a job runs now; with a delay, at now + delay (the store's clock).
 pub async fn enqueue_runs_now_or_after_the_delay(store: Arc<dyn Store>) {
     let stage = Stage::new(store);

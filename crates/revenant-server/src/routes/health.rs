@@ -44,12 +44,14 @@ pub async fn openapi() -> Response {
 /// The Prometheus text format's content type.
 const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// The queue gauges (`revenant_queue_*`: depth, oldest due age, dead, workers alive,
+/// `revenant_build_info` (version and backend), the queue gauges (`revenant_queue_*`: depth, oldest due age, dead, workers alive,
 /// ...) and the dependency gauges (`revenant_dependency_*`: breaker state, held open,
 /// trips, failure share, rate-limit tokens, retry budget, jobs waiting), read from the
 /// store at each scrape, as `revenant metrics` prints them; then the counters of the
 /// attempts remote workers settled through this server (`revenant_job_attempts_total`,
-/// `revenant_dead_letters_total`), since it started. The attempts of in-process workers,
+/// `revenant_dead_letters_total`) and of the requests it answered
+/// (`revenant_http_requests_total`, `revenant_http_request_duration_seconds`), since it
+/// started. The attempts of in-process workers,
 /// permit and answer counters and latency histograms come from those workers' own
 /// `/metrics` (`revenant work --metrics-addr`).
 pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
@@ -66,6 +68,7 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError
     let recorder = PrometheusBuilder::new().build_recorder();
     ::metrics::with_local_recorder(&recorder, || {
         names::describe();
+        names::build_info(state.store().backend());
         names::queue_gauges(&stats);
         names::dependency_gauges(&dependencies);
     });

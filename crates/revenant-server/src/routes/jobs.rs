@@ -3,9 +3,10 @@
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use revenant::store::{CancelResult, JobFilter};
+use revenant::trace::TraceContext;
 use revenant::{Job, JobId, JobState, NewJob, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -49,6 +50,13 @@ pub struct NewJobBody {
     unique_key: Option<String>,
     #[serde(default)]
     correlation_id: Option<String>,
+    /// The W3C trace context the job's attempts join; without it, the request's
+    /// `traceparent` header (if any) applies.
+    #[serde(default)]
+    traceparent: Option<String>,
+    /// Its `tracestate`, only with `traceparent`.
+    #[serde(default)]
+    tracestate: Option<String>,
 }
 
 fn empty_object() -> Value {
@@ -64,7 +72,12 @@ struct Batch {
 impl NewJobBody {
     /// The library's job, checked; errors name the field under `at` (`jobs[3]`), or
     /// alone for a single job.
-    fn into_new_job(self, at: Option<&str>, now: Timestamp) -> Result<NewJob, ApiError> {
+    fn into_new_job(
+        self,
+        at: Option<&str>,
+        now: Timestamp,
+        header_trace: Option<&TraceContext>,
+    ) -> Result<NewJob, ApiError> {
         let name = |field: &str| match at {
             Some(at) => format!("{at}.{field}"),
             None => field.to_string(),
@@ -89,6 +102,19 @@ impl NewJobBody {
                 ));
             }
         }
+        let trace_context = match (self.traceparent, self.tracestate) {
+            (None, Some(_)) => {
+                return Err(ApiError::field(
+                    name("tracestate"),
+                    "needs a traceparent beside it",
+                ))
+            }
+            (None, None) => header_trace.cloned(),
+            (Some(parent), state) => Some(
+                TraceContext::new(&parent, state.as_deref())
+                    .map_err(|err| ApiError::field(name(err.field), err.message))?,
+            ),
+        };
         let job = NewJob {
             queue: self.queue,
             kind: self.kind,
@@ -100,6 +126,7 @@ impl NewJobBody {
             group_key,
             unique_key: self.unique_key,
             correlation_id: self.correlation_id,
+            trace_context,
         };
         input::no_nul_in_json(&name("payload"), &job.payload)?;
         job.validate().map_err(|err| match at {
@@ -130,9 +157,12 @@ pub struct EnqueueResponse {
 pub async fn enqueue(
     State(state): State<AppState>,
     reach: Reach,
+    headers: HeaderMap,
     JsonBody(body): JsonBody<Value>,
 ) -> Result<(StatusCode, Json<EnqueueResponse>), ApiError> {
     let now = chrono::Utc::now();
+    let header_trace = header_trace_context(&headers)?;
+    let header_trace = header_trace.as_ref();
     let batch = matches!(&body, Value::Object(object) if object.contains_key("jobs"));
     let jobs = match body {
         Value::Object(ref object) if object.contains_key("jobs") => {
@@ -153,10 +183,12 @@ pub async fn enqueue(
                 .jobs
                 .into_iter()
                 .enumerate()
-                .map(|(i, job)| job.into_new_job(Some(&format!("jobs[{i}]")), now))
+                .map(|(i, job)| job.into_new_job(Some(&format!("jobs[{i}]")), now, header_trace))
                 .collect::<Result<Vec<_>, _>>()?
         }
-        Value::Object(_) => vec![decode_value::<NewJobBody>(body)?.into_new_job(None, now)?],
+        Value::Object(_) => {
+            vec![decode_value::<NewJobBody>(body)?.into_new_job(None, now, header_trace)?]
+        }
         other => {
             return Err(ApiError::field(
                 "body",
@@ -192,6 +224,28 @@ pub async fn enqueue(
                 .collect(),
         }),
     ))
+}
+
+/// The request's W3C `traceparent` and `tracestate` headers, checked: a malformed one
+/// is refused by name (`traceparent header`), not dropped, so a producer that meant to
+/// trace learns that nothing would join up.
+fn header_trace_context(headers: &HeaderMap) -> Result<Option<TraceContext>, ApiError> {
+    let text = |name: &'static str| -> Result<Option<&str>, ApiError> {
+        headers
+            .get(name)
+            .map(|value| {
+                value
+                    .to_str()
+                    .map_err(|_| ApiError::field(format!("{name} header"), "is not visible ASCII"))
+            })
+            .transpose()
+    };
+    let Some(parent) = text("traceparent")? else {
+        return Ok(None);
+    };
+    TraceContext::new(parent, text("tracestate")?)
+        .map(Some)
+        .map_err(|err| ApiError::field(format!("{} header", err.field), err.message))
 }
 
 fn decode_value<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, ApiError> {

@@ -196,6 +196,8 @@ pub fn router(store: Arc<dyn revenant::Store>, config: ServerConfig) -> Router {
         counters: Arc::new(crate::counters::Counters::default()),
         queue_rules: Arc::new(config.queue_rules),
     };
+    crate::http_metrics::register(&state.counters, ROUTES);
+    let counters = Arc::clone(&state.counters);
     let open = tokens.is_empty();
     let mut paths: Vec<(&'static str, MethodRouter<AppState>)> = Vec::new();
     for entry in ROUTES {
@@ -238,6 +240,10 @@ pub fn router(store: Arc<dyn revenant::Store>, config: ServerConfig) -> Router {
     router
         .layer(axum::middleware::from_fn(crate::connection::header_limits))
         .layer(axum::middleware::from_fn(crate::log::log_request))
+        .layer(axum::middleware::from_fn_with_state(
+            counters,
+            crate::http_metrics::record,
+        ))
         .layer(axum::middleware::from_fn(crate::connection::json_errors))
         .layer(DefaultBodyLimit::max(config.max_body))
         .with_state(state)
