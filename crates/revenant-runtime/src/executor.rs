@@ -245,7 +245,11 @@ struct SlowTimer {
 }
 
 impl SlowTimer {
-    fn start(shared: &Arc<Shared>, ticket: &Ticket, job: revenant_core::job::JobId) -> Option<Self> {
+    fn start(
+        shared: &Arc<Shared>,
+        ticket: &Ticket,
+        job: revenant_core::job::JobId,
+    ) -> Option<Self> {
         let dependencies = shared.dependencies.as_ref()?;
         let slow = dependencies
             .config
@@ -266,7 +270,9 @@ impl SlowTimer {
                         if ticket.bulkhead.is_some_and(|b| b.adaptive) {
                             dependencies.adapt(&ticket.key, Answer::Slow);
                         }
-                        dependencies.reporter.record(&ticket, job, Answer::Slow, false);
+                        dependencies
+                            .reporter
+                            .record(&ticket, job, Answer::Slow, false);
                     }
                 }
             })

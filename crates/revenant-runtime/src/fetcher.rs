@@ -199,15 +199,17 @@ async fn start(
 ) -> bool {
     let gates = match &shared.dependencies {
         None => vec![Gate::Run(None); jobs.len()],
-        Some(dependencies) => match gate::gate(shared, dependencies, queue.concurrency, claim_lease, &jobs).await {
-            Ok(gates) => gates,
-            Err(err) => {
-                // Only at shutdown, or a fault retrying does not fix: the jobs go back.
-                tracing::warn!(error = %err, jobs = jobs.len(), "could not ask for dependency permits; releasing the claimed jobs");
-                release(shared, jobs).await;
-                return false;
+        Some(dependencies) => {
+            match gate::gate(shared, dependencies, queue.concurrency, claim_lease, &jobs).await {
+                Ok(gates) => gates,
+                Err(err) => {
+                    // Only at shutdown, or a fault retrying does not fix: the jobs go back.
+                    tracing::warn!(error = %err, jobs = jobs.len(), "could not ask for dependency permits; releasing the claimed jobs");
+                    release(shared, jobs).await;
+                    return false;
+                }
             }
-        },
+        }
     };
     let mut suspect = false;
     for ((job, gate), permit) in jobs.into_iter().zip(gates).zip(permits) {

@@ -667,11 +667,15 @@ mod dependencies {
             healthy.push(enqueue(&store, "fast", json!({})).await);
         }
         let done = healthy.clone();
-        wait_until(&store, "the healthy jobs to complete beside the hang", |jobs| {
-            jobs.iter()
-                .filter(|j| done.contains(&j.id))
-                .all(|j| j.status == JobState::Completed)
-        })
+        wait_until(
+            &store,
+            "the healthy jobs to complete beside the hang",
+            |jobs| {
+                jobs.iter()
+                    .filter(|j| done.contains(&j.id))
+                    .all(|j| j.status == JobState::Completed)
+            },
+        )
         .await;
         for id in &stuck {
             let job = store.job(*id).await;

@@ -1319,8 +1319,7 @@ impl Store for SqliteStore {
         let (_turn, mut tx) = self.write().await?;
         let now = clock(params.now);
         let mut record = dependency_load(&mut tx, &params.dependency).await?;
-        let closed =
-            record.report_calls(&params.policy, now.saturating_mul(1000), &params.calls());
+        let closed = record.report_calls(&params.policy, now.saturating_mul(1000), &params.calls());
         let wake = if closed {
             dependency_release(&mut tx, &params.dependency, &mut record, now).await?
         } else {

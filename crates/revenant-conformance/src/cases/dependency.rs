@@ -830,5 +830,9 @@ pub async fn slow_calls_open_the_breaker(store: Arc<dyn Store>) {
         .await
         .unwrap();
     let state = report_slow(blind, 0, 20, at(3)).await;
-    assert_eq!(state.breaker, BreakerState::Closed, "slow calls not counted");
+    assert_eq!(
+        state.breaker,
+        BreakerState::Closed,
+        "slow calls not counted"
+    );
 }

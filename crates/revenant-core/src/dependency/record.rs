@@ -327,8 +327,14 @@ impl DependencyRecord {
         requests
             .iter()
             .map(|request| {
-                let decision =
-                    self.acquire_one(policy, now_us, worker, probe_lease, request, &mut local_free);
+                let decision = self.acquire_one(
+                    policy,
+                    now_us,
+                    worker,
+                    probe_lease,
+                    request,
+                    &mut local_free,
+                );
                 if policy.bulkhead.is_some()
                     && matches!(decision, Decision::Run { .. } | Decision::Probe)
                 {
@@ -520,7 +526,8 @@ impl DependencyRecord {
     pub fn report_calls(&mut self, policy: &DependencyPolicy, now_us: i64, calls: &Calls) -> bool {
         self.remember(policy);
         if !calls.finished.is_empty() {
-            self.in_flight.retain(|held| !calls.finished.contains(&held.job));
+            self.in_flight
+                .retain(|held| !calls.finished.contains(&held.job));
         }
         let Calls {
             successes,

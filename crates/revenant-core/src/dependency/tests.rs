@@ -437,7 +437,11 @@ fn slow_calls_open_the_breaker_on_their_own_share() {
     assert!(!record.report_calls(&policy, T0, &calls(6, 3)));
     assert_eq!(record.state, BreakerState::Closed, "3 slow of 9");
     record.report_calls(&policy, T0 + S, &calls(0, 2));
-    assert_eq!(record.state, BreakerState::Closed, "5 slow of 11: under half");
+    assert_eq!(
+        record.state,
+        BreakerState::Closed,
+        "5 slow of 11: under half"
+    );
     record.report_calls(&policy, T0 + S, &calls(0, 1));
     assert_eq!(record.state, BreakerState::Open, "6 slow of 12");
     assert_eq!(record.trips, 1);
