@@ -731,10 +731,11 @@ pub async fn a_job_at_its_bulkhead_limit_spends_no_attempt_and_holds_no_lease(
         assert_eq!(job.lease_token, None, "no lease: no slot is held");
         assert_eq!(job.dependency.as_deref(), Some(KEY));
         assert_eq!(job.dependency_wait, None, "a short wait, not stored");
-        assert_eq!(
-            job.run_at,
-            at(1) + chrono::Duration::milliseconds(500),
-            "back after the bulkhead's wait"
+        // The bulkhead's wait, the jobs turned back together spread over one more.
+        let wait = job.run_at - at(1);
+        assert!(
+            wait >= chrono::Duration::milliseconds(500) && wait < chrono::Duration::seconds(1),
+            "back after the bulkhead's wait: {wait}"
         );
         assert!(job.errors.is_empty(), "waiting is not a failure");
     }

@@ -258,6 +258,12 @@ pub struct DependencyRecord {
     /// Jobs turned back at the bulkhead's limit (local or shared), since the record
     /// was created.
     pub turned_back: u64,
+    /// Acquires in a row that turned a job back with no attempt reported ended in
+    /// between: each doubles the next wait (up to 16 times the bulkhead's `wait`), so
+    /// the backlog of a dependency that hangs is not claimed and turned back twice a
+    /// second, at the expense of everything else the workers could claim. An attempt
+    /// that ends resets it.
+    pub turn_back_streak: u32,
 }
 
 /// An attempt holding one of the bulkhead's permits.
@@ -421,9 +427,10 @@ impl DependencyRecord {
                 .is_some_and(|limit| self.in_flight.len() >= limit as usize);
             if shared_full || *local_free == Some(0) {
                 self.turned_back += 1;
+                let wait = us(bulkhead.wait).max(1) << self.turn_back_streak.min(4);
                 return Decision::Wait {
                     reason: WaitReason::Bulkhead,
-                    until_us: now_us + us(bulkhead.wait).max(1),
+                    until_us: now_us + wait,
                 };
             }
         }
