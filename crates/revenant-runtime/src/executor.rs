@@ -221,17 +221,17 @@ fn report(
     slow: Option<&SlowTimer>,
 ) {
     if let (Some(ticket), Some(dependencies)) = (ticket, &shared.dependencies) {
-        let answer = match slow {
-            Some(timer) if timer.take() => Answer::Neutral,
-            _ => answer,
-        };
+        let counted = slow.is_some_and(SlowTimer::take);
+        let answer = if counted { Answer::Neutral } else { answer };
         if ticket.bulkhead.is_some() {
             if ticket.bulkhead.is_some_and(|b| b.adaptive) {
                 dependencies.adapt(&ticket.key, answer);
             }
             dependencies.release(&ticket.key, 1);
         }
-        dependencies.reporter.record(ticket, job, answer, true);
+        dependencies
+            .reporter
+            .record_once(ticket, job, answer, true, !counted);
     }
 }
 

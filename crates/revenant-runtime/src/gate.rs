@@ -498,7 +498,20 @@ impl Reporter {
     /// attempt is over (its bulkhead permits are freed), not when a running attempt
     /// is counted slow.
     pub(crate) fn record(&self, ticket: &Ticket, job: JobId, answer: Answer, ended: bool) {
-        if answer != Answer::Neutral || ticket.probe {
+        self.record_once(ticket, job, answer, ended, true);
+    }
+
+    /// [`Reporter::record`]; `count` false when the attempt's answer was counted
+    /// already (slow, while it ran): it only ends now.
+    pub(crate) fn record_once(
+        &self,
+        ticket: &Ticket,
+        job: JobId,
+        answer: Answer,
+        ended: bool,
+        count: bool,
+    ) {
+        if count {
             metrics::dependency_answer(&ticket.key, answer.label());
         }
         let counted = answer != Answer::Neutral || ended;
