@@ -721,6 +721,40 @@ mod tests {
         assert!(last < Duration::from_millis(600), "last send at {last:?}");
     }
 
+    /// AIMD: halves on a failure or a slow call (never below 1), grows back by one
+    /// per limit's worth of fast successes (never above the fixed limit).
+    #[test]
+    fn the_adaptive_limit_halves_on_trouble_and_grows_back_by_one_per_limit() {
+        let mut local = Local {
+            ceiling: 8,
+            ..Local::default()
+        };
+        assert_eq!(local.limit(8), 8, "not adapting yet: the fixed limit");
+        local.adapt(Answer::Success);
+        assert_eq!(local.limit(8), 8, "never above the fixed limit");
+        local.adapt(Answer::Slow);
+        assert_eq!(local.limit(8), 4);
+        local.adapt(Answer::Failure);
+        local.adapt(Answer::Failure);
+        local.adapt(Answer::Failure);
+        assert_eq!(local.limit(8), 1, "never below 1");
+        local.adapt(Answer::Neutral);
+        assert_eq!(local.limit(8), 1, "a neutral answer moves nothing");
+        // From 1 to 4: about one per limit's worth (1 + 2 + 3), a little more as
+        // each success adds 1 / the limit so far (7).
+        let mut successes = 0;
+        while local.limit(8) < 4 {
+            local.adapt(Answer::Success);
+            successes += 1;
+        }
+        assert!((6..=8).contains(&successes), "{successes}");
+        for _ in 0..100 {
+            local.adapt(Answer::Success);
+        }
+        assert_eq!(local.limit(8), 8, "back to the fixed limit");
+        assert_eq!(local.limit(5), 5, "a smaller fixed limit caps it");
+    }
+
     #[test]
     fn the_window_counts_the_rate_and_the_burst() {
         let rate = RateLimit::per_second(47.0);
