@@ -334,7 +334,7 @@ mod tests {
         );
         assert_eq!(field(&["--bulkhead-share", "1.5"]), "bulkhead-share");
         assert_eq!(field(&["--bulkhead", "0"]), "bulkhead");
-        assert_eq!(field(&["--bulkhead", "a b=3"]), "bulkhead");
+        assert_eq!(field(&["--bulkhead", "=3"]), "bulkhead");
         assert_eq!(field(&["--bulkhead-shared", "x"]), "bulkhead-shared");
         assert_eq!(field(&["--bulkhead-wait", "2h"]), "bulkhead-wait");
     }
