@@ -50,6 +50,14 @@ impl Cli {
 /// Enqueues `n` jobs, claims them as a worker would and asks for permits for
 /// `email-provider`: what a worker protecting dependencies does with claimed jobs.
 async fn claim_and_ask(store: &Arc<dyn Store>, n: usize) -> Vec<i64> {
+    claim_and_ask_with(store, n, DependencyPolicy::default()).await
+}
+
+async fn claim_and_ask_with(
+    store: &Arc<dyn Store>,
+    n: usize,
+    policy: DependencyPolicy,
+) -> Vec<i64> {
     store
         .job_enqueue(JobEnqueueParams {
             jobs: (0..n)
@@ -75,7 +83,7 @@ async fn claim_and_ask(store: &Arc<dyn Store>, n: usize) -> Vec<i64> {
     store
         .dependency_acquire(DependencyAcquireParams {
             dependency: "email-provider".into(),
-            policy: DependencyPolicy::default(),
+            policy,
             worker: "w1".into(),
             lease: Duration::from_secs(60),
             requests: claimed
@@ -88,11 +96,61 @@ async fn claim_and_ask(store: &Arc<dyn Store>, n: usize) -> Vec<i64> {
                     retry_delay: Duration::from_secs(10),
                 })
                 .collect(),
+            local_free: None,
             now: None,
         })
         .await
         .unwrap();
     claimed.iter().map(|job| job.id).collect()
+}
+
+/// The bulkhead's numbers, as `breaker list` (table and JSON) and `metrics` show
+/// them: the attempts in flight, the limit, the jobs turned back, the slow-call share.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn breaker_list_shows_in_flight_attempts_their_limit_and_the_slow_share() {
+    use revenant::dependency::Bulkhead;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("revenant.db").display());
+    let cli = Cli { url: url.clone() };
+    let store = revenant::connect(&url).await.unwrap();
+    let policy = DependencyPolicy::default().with_bulkhead(Bulkhead {
+        shared: Some(2),
+        ..Bulkhead::default()
+    });
+    let ids = claim_and_ask_with(&store, 3, policy).await;
+    let turned_back = store
+        .job_get(JobGetParams { id: ids[2] })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(turned_back.status, JobState::Ready);
+    assert_eq!(turned_back.attempts, 0, "no attempt spent at the limit");
+
+    let list = cli.ok_json(&["breaker", "list", "--json"]);
+    let bulkhead = &list[0]["bulkhead"];
+    assert_eq!(bulkhead["in_flight"], 2, "{list}");
+    assert_eq!(bulkhead["shared_limit"], 2, "{list}");
+    assert_eq!(bulkhead["per_worker_share"], 0.5, "{list}");
+    assert_eq!(bulkhead["turned_back"], 1, "{list}");
+    assert_eq!(list[0]["answers"]["slow_share"], 0.0, "{list}");
+    assert_eq!(list[0]["answers"]["slow_threshold"], 0.5, "{list}");
+    assert_eq!(list[0]["answers"]["slow_call_secs"], 5.0, "{list}");
+    let table = cli.ok(&["breaker", "list"]);
+    assert!(
+        table.contains("IN FLIGHT") && table.contains("SLOW"),
+        "{table}"
+    );
+    assert!(table.contains("2 of 2, 1 turned back"), "{table}");
+    assert!(table.contains("0% over 5s"), "{table}");
+    let metrics = cli.ok(&["metrics"]);
+    for line in [
+        r#"revenant_dependency_in_flight{dependency="email-provider"} 2"#,
+        r#"revenant_dependency_in_flight_limit{dependency="email-provider"} 2"#,
+        r#"revenant_dependency_bulkhead_turned_back{dependency="email-provider"} 1"#,
+        r#"revenant_dependency_slow_share{dependency="email-provider"} 0"#,
+    ] {
+        assert!(metrics.contains(line), "{line} missing from:\n{metrics}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

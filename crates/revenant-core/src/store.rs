@@ -1062,6 +1062,10 @@ pub struct DependencyAcquireParams {
     pub lease: Duration,
     /// The jobs, in the order they should get turns.
     pub requests: Vec<PermitRequest>,
+    /// How many more attempts of the key the caller may start under its own
+    /// (per-worker) bulkhead limit; the jobs past it wait
+    /// ([`WaitReason::Bulkhead`]). `None`: no per-worker limit.
+    pub local_free: Option<u32>,
     /// The clock.
     pub now: Option<Timestamp>,
 }
@@ -1174,12 +1178,13 @@ pub fn plan_acquire(
         }
     }
     let mut decisions = record
-        .acquire(
+        .acquire_bounded(
             &params.policy,
             now_us,
             &params.worker,
             params.lease,
             &inputs,
+            params.local_free,
         )
         .into_iter();
     fenced
@@ -1255,16 +1260,43 @@ pub struct DependencyReportParams {
     pub failures: u64,
     /// A probe's answer.
     pub probe: Option<ProbeReport>,
+    /// Attempts counted slow (they ran past the breaker's slow-call duration; such
+    /// an attempt is not counted again when it ends).
+    pub slow: u64,
+    /// Attempts that ended (whatever their answer): their bulkhead permits are freed.
+    /// At most [`DependencyReportParams::MAX_FINISHED`].
+    pub finished: Vec<JobId>,
     /// The clock.
     pub now: Option<Timestamp>,
 }
 
 impl DependencyReportParams {
-    /// Checks the key, the policy and the clock. Every backend calls it first.
+    /// The most ended attempts one report may free.
+    pub const MAX_FINISHED: usize = 100_000;
+
+    /// Checks the key, the policy, the ended attempts and the clock. Every backend
+    /// calls it first.
     pub fn validate(&self) -> Result<(), crate::InputError> {
         crate::names::validate_key("dependency", &self.dependency)?;
+        if self.finished.len() > Self::MAX_FINISHED {
+            return Err(InputError::new(
+                "finished",
+                format!("at most {} per report", Self::MAX_FINISHED),
+            ));
+        }
         self.policy.validate()?;
         check_now(self.now)
+    }
+
+    /// The answers as the record counts them.
+    pub fn calls(&self) -> crate::dependency::Calls {
+        crate::dependency::Calls {
+            successes: self.successes,
+            failures: self.failures,
+            slow: self.slow,
+            probe: self.probe.map(|p| (p.job, p.outcome)),
+            finished: self.finished.clone(),
+        }
     }
 }
 

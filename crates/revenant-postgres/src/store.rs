@@ -580,7 +580,7 @@ impl PgStore {
                 Some(WaitReason::Breaker) => entry.breaker += n,
                 Some(WaitReason::RateLimit) => entry.rate_limit += n,
                 Some(WaitReason::RetryBudget) => entry.retry_budget += n,
-                None => {}
+                Some(WaitReason::Bulkhead) | None => {}
             }
         }
         Ok(counts)
@@ -1354,7 +1354,7 @@ impl Store for PgStore {
                 JobGate::Defer { run_at, reason } => {
                     gate_ids.push(request.lease.id);
                     gate_run_at.push(Some(run_at));
-                    gate_reason.push(Some(reason.as_str()));
+                    gate_reason.push(reason.stored());
                 }
                 JobGate::Nothing => {}
             }
@@ -1397,13 +1397,7 @@ impl Store for PgStore {
         let (mut record, now) = self
             .dependency_lock(&mut tx, &params.dependency, params.now)
             .await?;
-        let closed = record.report(
-            &params.policy,
-            now.timestamp_micros(),
-            params.successes,
-            params.failures,
-            params.probe.map(|p| (p.job, p.outcome)),
-        );
+        let closed = record.report_calls(&params.policy, now.timestamp_micros(), &params.calls());
         let wake = if closed {
             self.dependency_release(&mut tx, &params.dependency, &mut record, now)
                 .await?

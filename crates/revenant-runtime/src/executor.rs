@@ -85,7 +85,7 @@ pub(crate) async fn run(
         tokio::select! {
             _ = paced => {}
             _ = shared.hard_stop.cancelled() => {
-                report(&shared, Some(ticket), job.id, Answer::Neutral);
+                report(&shared, Some(ticket), job.id, Answer::Neutral, None);
                 match shared.completer.send(Ack::Release(lease)).await {
                     Ok(fenced) => tracing::info!(job_id = job.id, result = ?fenced, "shutdown before the job's turn: lease released, attempt given back"),
                     Err(err) => tracing::warn!(job_id = job.id, error = %err, "shutdown: could not release the lease; the job is reclaimed when it expires"),
@@ -119,6 +119,9 @@ pub(crate) async fn run(
         .tracer
         .as_ref()
         .map(|tracer| tracer.start(&job, &shared.worker_id));
+    let slow = ticket
+        .as_ref()
+        .and_then(|ticket| SlowTimer::start(&shared, ticket, job.id));
     let mut task = tokio::spawn(shared.registry.dispatch(ctx, job.payload.clone()));
     // The heartbeat runs in its own task and is stopped, never cancelled mid-call: a
     // store call dropped half-way can leave its write turn (SQLite) or a row lock
@@ -166,11 +169,21 @@ pub(crate) async fn run(
         task.abort();
     }
     match &ended {
-        Ended::Outcome(outcome) => report(&shared, ticket.as_ref(), job.id, Answer::of(outcome)),
+        Ended::Outcome(outcome) => report(
+            &shared,
+            ticket.as_ref(),
+            job.id,
+            Answer::of(outcome),
+            slow.as_ref(),
+        ),
         // A probe that ends without an answer frees its place for another.
-        Ended::LeaseLost | Ended::Shutdown => {
-            report(&shared, ticket.as_ref(), job.id, Answer::Neutral)
-        }
+        Ended::LeaseLost | Ended::Shutdown => report(
+            &shared,
+            ticket.as_ref(),
+            job.id,
+            Answer::Neutral,
+            slow.as_ref(),
+        ),
     }
     match ended {
         Ended::LeaseLost => {
@@ -212,14 +225,80 @@ pub(crate) async fn run(
 }
 
 /// Counts an attempt's answer for its dependency, if it has one.
+///
+/// Called once per attempt, when it ends: frees its bulkhead permit, and counts its
+/// answer unless the slow-call timer already counted it (`slow`).
 fn report(
     shared: &Shared,
     ticket: Option<&Ticket>,
     job: revenant_core::job::JobId,
     answer: Answer,
+    slow: Option<&SlowTimer>,
 ) {
     if let (Some(ticket), Some(dependencies)) = (ticket, &shared.dependencies) {
-        dependencies.reporter.record(ticket, job, answer);
+        let counted = slow.is_some_and(SlowTimer::take);
+        let answer = if counted { Answer::Neutral } else { answer };
+        if ticket.bulkhead.is_some() {
+            if ticket.bulkhead.is_some_and(|b| b.adaptive) {
+                dependencies.adapt(&ticket.key, answer);
+            }
+            dependencies.release(&ticket.key, 1);
+        }
+        dependencies
+            .reporter
+            .record_once(ticket, job, answer, true, !counted);
+    }
+}
+
+/// Counts an attempt slow once it has run for the breaker's slow-call duration,
+/// while it still runs: a dependency that hangs opens its breaker that much after
+/// the calls start, not when their timeouts fire. Whichever comes first, the timer
+/// or the attempt's end, counts the attempt; the other does not.
+struct SlowTimer {
+    counted: Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SlowTimer {
+    fn start(
+        shared: &Arc<Shared>,
+        ticket: &Ticket,
+        job: revenant_core::job::JobId,
+    ) -> Option<Self> {
+        let dependencies = shared.dependencies.as_ref()?;
+        let slow = dependencies
+            .config
+            .policies
+            .resolve(&ticket.key)
+            .breaker
+            .and_then(|b| b.slow_call)?;
+        let counted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let task = {
+            let counted = counted.clone();
+            let shared = shared.clone();
+            let ticket = ticket.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(slow.duration).await;
+                if !counted.swap(true, std::sync::atomic::Ordering::AcqRel) {
+                    if let Some(dependencies) = &shared.dependencies {
+                        tracing::debug!(job_id = job, dependency = %ticket.key, "attempt is slow: counted for the breaker while it runs");
+                        if ticket.bulkhead.is_some_and(|b| b.adaptive) {
+                            dependencies.adapt(&ticket.key, Answer::Slow);
+                        }
+                        dependencies
+                            .reporter
+                            .record(&ticket, job, Answer::Slow, false);
+                    }
+                }
+            })
+        };
+        Some(SlowTimer { counted, task })
+    }
+
+    /// True when the timer already counted the attempt; stops it either way.
+    fn take(&self) -> bool {
+        self.task.abort();
+        self.counted.swap(true, std::sync::atomic::Ordering::AcqRel)
     }
 }
 

@@ -119,14 +119,14 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
             if stop.is_cancelled() {
                 break;
             }
-            if start(&shared, claim_lease, jobs, permits, &suspects).await {
+            if start(&shared, &queue, claim_lease, jobs, permits, &suspects).await {
                 suspect_until = Some(Instant::now() + shared.poll_interval);
             }
             continue;
         }
         let used: Vec<OwnedSemaphorePermit> = permits.drain(..got).collect();
         drop(permits);
-        if start(&shared, claim_lease, jobs, used, &suspects).await {
+        if start(&shared, &queue, claim_lease, jobs, used, &suspects).await {
             suspect_until = Some(Instant::now() + shared.poll_interval);
         }
         if got < limit {
@@ -191,6 +191,7 @@ fn is_reclaim(job: &revenant_core::job::Job) -> bool {
 /// once. Returns true when it started a suspect.
 async fn start(
     shared: &Arc<Shared>,
+    queue: &QueueConfig,
     claim_lease: std::time::Duration,
     jobs: Vec<revenant_core::job::Job>,
     permits: Vec<OwnedSemaphorePermit>,
@@ -198,15 +199,17 @@ async fn start(
 ) -> bool {
     let gates = match &shared.dependencies {
         None => vec![Gate::Run(None); jobs.len()],
-        Some(dependencies) => match gate::gate(shared, dependencies, claim_lease, &jobs).await {
-            Ok(gates) => gates,
-            Err(err) => {
-                // Only at shutdown, or a fault retrying does not fix: the jobs go back.
-                tracing::warn!(error = %err, jobs = jobs.len(), "could not ask for dependency permits; releasing the claimed jobs");
-                release(shared, jobs).await;
-                return false;
+        Some(dependencies) => {
+            match gate::gate(shared, dependencies, queue.concurrency, claim_lease, &jobs).await {
+                Ok(gates) => gates,
+                Err(err) => {
+                    // Only at shutdown, or a fault retrying does not fix: the jobs go back.
+                    tracing::warn!(error = %err, jobs = jobs.len(), "could not ask for dependency permits; releasing the claimed jobs");
+                    release(shared, jobs).await;
+                    return false;
+                }
             }
-        },
+        }
     };
     let mut suspect = false;
     for ((job, gate), permit) in jobs.into_iter().zip(gates).zip(permits) {

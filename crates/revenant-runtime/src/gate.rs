@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use crate::metrics;
 use crate::store_retry::retry;
 use crate::worker::Shared;
-use revenant_core::dependency::{DependencyPolicies, ProbeOutcome, RateLimit};
+use revenant_core::dependency::{Bulkhead, DependencyPolicies, ProbeOutcome, RateLimit};
 use revenant_core::job::{Job, JobId};
 use revenant_core::names;
 use revenant_core::outcome::Outcome;
@@ -77,6 +77,44 @@ pub(crate) struct Dependencies {
     pub(crate) reporter: Reporter,
     /// Per key: this process's pacing (see [`Dependencies::pace`]).
     pub(crate) pacers: std::sync::Mutex<HashMap<String, Pacer>>,
+    /// Per key: this process's bulkhead (see [`Dependencies::reserve`]).
+    pub(crate) bulkheads: std::sync::Mutex<HashMap<String, Local>>,
+}
+
+/// One key's bulkhead in this process: the attempts in flight, and the adaptive
+/// limit when the policy asks for one.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Local {
+    /// Attempts holding a permit (reserved before the store call, given back for
+    /// the jobs that did not run, and when each attempt ends).
+    in_flight: u32,
+    /// The adaptive (AIMD) limit, when the policy is adaptive: starts at the fixed
+    /// limit, halves on a failure or a slow call, grows by one per limit's worth of
+    /// fast successes, never above the fixed limit nor below 1.
+    adaptive: Option<f64>,
+    /// The fixed limit last used for this key (the adaptive limit's ceiling).
+    ceiling: u32,
+}
+
+impl Local {
+    /// The limit now, for a queue whose fixed limit is `fixed`.
+    pub(crate) fn limit(&self, fixed: u32) -> u32 {
+        match self.adaptive {
+            Some(limit) => (limit.floor() as u32).clamp(1, fixed.max(1)),
+            None => fixed,
+        }
+    }
+
+    /// Moves the adaptive limit after one answer (AIMD).
+    pub(crate) fn adapt(&mut self, answer: Answer) {
+        let ceiling = f64::from(self.ceiling.max(1));
+        let limit = self.adaptive.unwrap_or(ceiling);
+        self.adaptive = Some(match answer {
+            Answer::Success => (limit + 1.0 / limit.max(1.0)).min(ceiling),
+            Answer::Failure | Answer::Slow => (limit / 2.0).max(1.0),
+            Answer::Neutral => limit,
+        });
+    }
 }
 
 /// One key's pacing in this process.
@@ -133,6 +171,10 @@ pub(crate) struct Ticket {
     pub(crate) key: String,
     /// Sent as the breaker's probe: its answer is reported at once.
     pub(crate) probe: bool,
+    /// Holds one of this process's bulkhead permits for the key (given back when the
+    /// attempt's answer is recorded), and a shared one in the store when the policy
+    /// has a bulkhead (freed by the report).
+    pub(crate) bulkhead: Option<Bulkhead>,
     /// Wait this long before running (the rate limit's pacing).
     pub(crate) wait: Duration,
     /// The key's rate limit: sends of this process are spaced by its interval.
@@ -181,6 +223,65 @@ impl Dependencies {
         f(pacer, now)
     }
 
+    /// Reserves up to `wanted` of this process's permits for `key` under `bulkhead`
+    /// (its limit for a queue of `slots` slots, or the adaptive limit below it):
+    /// returns how many were reserved. Give back the unused ones with
+    /// [`Dependencies::release`].
+    pub(crate) fn reserve(&self, key: &str, bulkhead: &Bulkhead, slots: usize, wanted: u32) -> u32 {
+        let fixed = bulkhead.limit_for(slots);
+        let mut locals = self
+            .bulkheads
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let local = locals.entry(key.to_string()).or_default();
+        local.ceiling = fixed;
+        if !bulkhead.adaptive {
+            local.adaptive = None;
+        }
+        let limit = local.limit(fixed);
+        let got = limit.saturating_sub(local.in_flight).min(wanted);
+        local.in_flight += got;
+        got
+    }
+
+    /// Takes one permit for `key` whatever the limit (the breaker's probe).
+    pub(crate) fn force(&self, key: &str, bulkhead: &Bulkhead, slots: usize) {
+        let mut locals = self
+            .bulkheads
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let local = locals.entry(key.to_string()).or_default();
+        local.ceiling = bulkhead.limit_for(slots);
+        local.in_flight += 1;
+    }
+
+    /// Gives back `n` of this process's permits for `key`.
+    pub(crate) fn release(&self, key: &str, n: u32) {
+        if n == 0 {
+            return;
+        }
+        let mut locals = self
+            .bulkheads
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(local) = locals.get_mut(key) {
+            local.in_flight = local.in_flight.saturating_sub(n);
+        }
+    }
+
+    /// Counts one answer for `key`'s adaptive limit.
+    pub(crate) fn adapt(&self, key: &str, answer: Answer) {
+        let mut locals = self
+            .bulkheads
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(local) = locals.get_mut(key) {
+            if local.adaptive.is_some() || local.ceiling > 0 {
+                local.adapt(answer);
+            }
+        }
+    }
+
     /// The dependency a job calls: its handler's answer, else its kind's key. A key
     /// that is not a valid key is ignored (logged), so the job runs unprotected
     /// rather than not at all.
@@ -211,6 +312,7 @@ fn spacing(rate: &RateLimit) -> (Duration, Duration) {
 pub(crate) async fn gate(
     shared: &Shared,
     deps: &Dependencies,
+    slots: usize,
     lease: Duration,
     jobs: &[Job],
 ) -> Result<Vec<Gate>, revenant_core::StoreError> {
@@ -248,36 +350,68 @@ pub(crate) async fn gate(
                 }
             })
             .collect();
+        let bulkhead = policy.bulkhead;
+        // This process's permits, reserved before the store call so two fetchers
+        // gating the same key at once cannot both take the last one.
+        let reserved = bulkhead.map(|b| {
+            deps.reserve(
+                &key,
+                &b,
+                slots,
+                u32::try_from(indexes.len()).unwrap_or(u32::MAX),
+            )
+        });
         let params = DependencyAcquireParams {
             dependency: key.clone(),
             policy,
             worker: shared.worker_id.clone(),
             lease,
             requests,
+            local_free: reserved,
             now: None,
         };
-        let acquired = retry("dependency_acquire", &shared.stop_claiming, || {
+        let acquired = match retry("dependency_acquire", &shared.stop_claiming, || {
             shared.store.dependency_acquire(params.clone())
         })
-        .await?;
+        .await
+        {
+            Ok(acquired) => acquired,
+            Err(err) => {
+                deps.release(&key, reserved.unwrap_or(0));
+                return Err(err);
+            }
+        };
+        let mut used = 0;
         for (&i, permit) in indexes.iter().zip(acquired.permits) {
             let job = &jobs[i];
             gates[i] = match permit {
                 Permit::Run { wait } => {
                     metrics::dependency_permit(&key, "run");
+                    used += 1;
                     Gate::Run(Some(Ticket {
                         key: key.clone(),
                         probe: false,
+                        bulkhead,
                         wait,
                         rate,
                     }))
                 }
                 Permit::Probe => {
                     metrics::dependency_permit(&key, "probe");
+                    // A probe is let through whatever the limit (one at a time); it
+                    // takes a permit like any attempt.
+                    if reserved.is_some_and(|r| used >= r) {
+                        if let Some(b) = &bulkhead {
+                            deps.force(&key, b, slots);
+                        }
+                    } else {
+                        used += 1;
+                    }
                     tracing::info!(job_id = job.id, dependency = %key, worker = %shared.worker_id, "breaker half-open: sending this job as the probe");
                     Gate::Run(Some(Ticket {
                         key: key.clone(),
                         probe: true,
+                        bulkhead,
                         wait: Duration::ZERO,
                         rate: None,
                     }))
@@ -294,6 +428,9 @@ pub(crate) async fn gate(
                 }
             };
         }
+        if let Some(reserved) = reserved {
+            deps.release(&key, reserved.saturating_sub(used));
+        }
     }
     Ok(gates)
 }
@@ -303,6 +440,8 @@ pub(crate) async fn gate(
 pub(crate) enum Answer {
     Success,
     Failure,
+    /// Ran past the breaker's slow-call duration (counted while still running).
+    Slow,
     Neutral,
 }
 
@@ -324,6 +463,7 @@ impl Answer {
         match self {
             Answer::Success => "success",
             Answer::Failure => "failure",
+            Answer::Slow => "slow",
             Answer::Neutral => "neutral",
         }
     }
@@ -331,7 +471,8 @@ impl Answer {
     fn probe_outcome(self) -> ProbeOutcome {
         match self {
             Answer::Success => ProbeOutcome::Success,
-            Answer::Failure => ProbeOutcome::Failure,
+            // A probe that is slow is a probe that failed: still not healthy.
+            Answer::Failure | Answer::Slow => ProbeOutcome::Failure,
             Answer::Neutral => ProbeOutcome::Neutral,
         }
     }
@@ -340,8 +481,10 @@ impl Answer {
 struct Observation {
     key: String,
     answer: Answer,
-    /// The probe's job, when the attempt was the probe.
+    /// The probe's job, when the attempt was the probe (and this is its answer).
     probe: Option<JobId>,
+    /// The job, when its attempt ended and held a shared bulkhead permit.
+    finished: Option<JobId>,
 }
 
 /// The executors' side of the reporter.
@@ -351,13 +494,32 @@ pub(crate) struct Reporter {
 }
 
 impl Reporter {
-    /// Counts one attempt's answer for `ticket`'s dependency.
-    pub(crate) fn record(&self, ticket: &Ticket, job: JobId, answer: Answer) {
-        metrics::dependency_answer(&ticket.key, answer.label());
+    /// Counts one attempt's answer for `ticket`'s dependency: `ended` when the
+    /// attempt is over (its bulkhead permits are freed), not when a running attempt
+    /// is counted slow.
+    pub(crate) fn record(&self, ticket: &Ticket, job: JobId, answer: Answer, ended: bool) {
+        self.record_once(ticket, job, answer, ended, true);
+    }
+
+    /// [`Reporter::record`]; `count` false when the attempt's answer was counted
+    /// already (slow, while it ran): it only ends now.
+    pub(crate) fn record_once(
+        &self,
+        ticket: &Ticket,
+        job: JobId,
+        answer: Answer,
+        ended: bool,
+        count: bool,
+    ) {
+        if count {
+            metrics::dependency_answer(&ticket.key, answer.label());
+        }
+        let counted = answer != Answer::Neutral || ended;
         let observation = Observation {
             key: ticket.key.clone(),
             answer,
-            probe: ticket.probe.then_some(job),
+            probe: (ticket.probe && counted).then_some(job),
+            finished: (ended && ticket.bulkhead.is_some()).then_some(job),
         };
         // The reporter only stops after every executor has: nothing to do if gone.
         let _ = self.tx.send(observation);
@@ -381,6 +543,24 @@ pub(crate) fn spawn_reporter(
 struct Counts {
     successes: u64,
     failures: u64,
+    slow: u64,
+    finished: Vec<JobId>,
+}
+
+impl Counts {
+    fn count(&mut self, observation: &Observation) {
+        match observation.answer {
+            Answer::Success => self.successes += 1,
+            Answer::Failure => self.failures += 1,
+            Answer::Slow => self.slow += 1,
+            Answer::Neutral => {}
+        }
+        self.finished.extend(observation.finished);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.successes + self.failures + self.slow == 0 && self.finished.is_empty()
+    }
 }
 
 async fn report_loop(
@@ -400,12 +580,7 @@ async fn report_loop(
                     flush_all(store.as_ref(), &config, &mut pending, &abandon).await;
                     return;
                 };
-                let counts = pending.entry(observation.key.clone()).or_default();
-                match observation.answer {
-                    Answer::Success => counts.successes += 1,
-                    Answer::Failure => counts.failures += 1,
-                    Answer::Neutral => {}
-                }
+                pending.entry(observation.key.clone()).or_default().count(&observation);
                 if let Some(job) = observation.probe {
                     let counts = pending.remove(&observation.key).unwrap_or_default();
                     let probe = ProbeReport { job, outcome: observation.answer.probe_outcome() };
@@ -415,12 +590,7 @@ async fn report_loop(
             _ = tick.tick() => flush_all(store.as_ref(), &config, &mut pending, &abandon).await,
             _ = stop.cancelled() => {
                 while let Ok(observation) = rx.try_recv() {
-                    let counts = pending.entry(observation.key.clone()).or_default();
-                    match observation.answer {
-                        Answer::Success => counts.successes += 1,
-                        Answer::Failure => counts.failures += 1,
-                        Answer::Neutral => {}
-                    }
+                    pending.entry(observation.key.clone()).or_default().count(&observation);
                     if let Some(job) = observation.probe {
                         let counts = pending.remove(&observation.key).unwrap_or_default();
                         let probe = ProbeReport { job, outcome: observation.answer.probe_outcome() };
@@ -441,7 +611,7 @@ async fn flush_all(
     abandon: &CancellationToken,
 ) {
     for (key, counts) in pending.drain() {
-        if counts.successes + counts.failures > 0 {
+        if !counts.is_empty() {
             send(store, config, &key, counts, None, abandon).await;
         }
     }
@@ -460,6 +630,8 @@ async fn send(
         policy: config.policies.resolve(key).clone(),
         successes: counts.successes,
         failures: counts.failures,
+        slow: counts.slow,
+        finished: counts.finished,
         probe,
         now: None,
     };
@@ -547,6 +719,40 @@ mod tests {
         // sent the last at 685 ms or later.
         let last = *sent.last().unwrap() - t0;
         assert!(last < Duration::from_millis(600), "last send at {last:?}");
+    }
+
+    /// AIMD: halves on a failure or a slow call (never below 1), grows back by one
+    /// per limit's worth of fast successes (never above the fixed limit).
+    #[test]
+    fn the_adaptive_limit_halves_on_trouble_and_grows_back_by_one_per_limit() {
+        let mut local = Local {
+            ceiling: 8,
+            ..Local::default()
+        };
+        assert_eq!(local.limit(8), 8, "not adapting yet: the fixed limit");
+        local.adapt(Answer::Success);
+        assert_eq!(local.limit(8), 8, "never above the fixed limit");
+        local.adapt(Answer::Slow);
+        assert_eq!(local.limit(8), 4);
+        local.adapt(Answer::Failure);
+        local.adapt(Answer::Failure);
+        local.adapt(Answer::Failure);
+        assert_eq!(local.limit(8), 1, "never below 1");
+        local.adapt(Answer::Neutral);
+        assert_eq!(local.limit(8), 1, "a neutral answer moves nothing");
+        // From 1 to 4: about one per limit's worth (1 + 2 + 3), a little more as
+        // each success adds 1 / the limit so far (7).
+        let mut successes = 0;
+        while local.limit(8) < 4 {
+            local.adapt(Answer::Success);
+            successes += 1;
+        }
+        assert!((6..=8).contains(&successes), "{successes}");
+        for _ in 0..100 {
+            local.adapt(Answer::Success);
+        }
+        assert_eq!(local.limit(8), 8, "back to the fixed limit");
+        assert_eq!(local.limit(5), 5, "a smaller fixed limit caps it");
     }
 
     #[test]

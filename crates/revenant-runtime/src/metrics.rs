@@ -65,6 +65,17 @@ pub const DEPENDENCY_BOOKED: &str = "revenant_dependency_rate_booked_seconds";
 pub const DEPENDENCY_BUDGET_RETRIES: &str = "revenant_dependency_budget_retries";
 /// Retries the budget allows in its window now.
 pub const DEPENDENCY_BUDGET_ALLOWED: &str = "revenant_dependency_budget_allowed";
+/// Attempts of a dependency in flight across every worker, as the store counts its
+/// bulkhead's permits. Label: `dependency`.
+pub const DEPENDENCY_IN_FLIGHT: &str = "revenant_dependency_in_flight";
+/// The bulkhead's limit across every worker (absent when none is set). Label:
+/// `dependency`.
+pub const DEPENDENCY_IN_FLIGHT_LIMIT: &str = "revenant_dependency_in_flight_limit";
+/// Jobs turned back at the bulkhead's limit since the dependency was first seen.
+/// Label: `dependency`.
+pub const DEPENDENCY_TURNED_BACK: &str = "revenant_dependency_bulkhead_turned_back";
+/// The share of slow calls in the breaker's window, 0 to 1. Label: `dependency`.
+pub const DEPENDENCY_SLOW_SHARE: &str = "revenant_dependency_slow_share";
 /// Jobs ready and waiting on a dependency. Labels: `dependency`, `reason`.
 pub const DEPENDENCY_WAITING: &str = "revenant_dependency_waiting_jobs";
 
@@ -129,6 +140,10 @@ pub const METRICS: &[MetricInfo] = &[
     MetricInfo { name: DEPENDENCY_BOOKED, kind: MetricType::Gauge, labels: &["dependency"], help: "How far ahead the rate limit's schedule is booked, seconds: the backlog still to be paced out." },
     MetricInfo { name: DEPENDENCY_BUDGET_RETRIES, kind: MetricType::Gauge, labels: &["dependency"], help: "Retries sent in the retry budget's window." },
     MetricInfo { name: DEPENDENCY_BUDGET_ALLOWED, kind: MetricType::Gauge, labels: &["dependency"], help: "Retries the retry budget allows in its window now." },
+    MetricInfo { name: DEPENDENCY_IN_FLIGHT, kind: MetricType::Gauge, labels: &["dependency"], help: "Attempts of the dependency in flight across every worker (bulkhead permits held)." },
+    MetricInfo { name: DEPENDENCY_IN_FLIGHT_LIMIT, kind: MetricType::Gauge, labels: &["dependency"], help: "The bulkhead's limit across every worker, when one is set." },
+    MetricInfo { name: DEPENDENCY_TURNED_BACK, kind: MetricType::Gauge, labels: &["dependency"], help: "Jobs turned back at the bulkhead's limit (attempt given back) since the dependency was first seen." },
+    MetricInfo { name: DEPENDENCY_SLOW_SHARE, kind: MetricType::Gauge, labels: &["dependency"], help: "Share of slow calls among the answers in the breaker's window." },
     MetricInfo { name: DEPENDENCY_WAITING, kind: MetricType::Gauge, labels: &["dependency", "reason"], help: "Jobs ready and waiting on the dependency, by reason: breaker (parked until it closes), rate_limit (holding a turn), retry_budget." },
     MetricInfo { name: BUILD_INFO, kind: MetricType::Gauge, labels: &["version", "backend"], help: "1, labelled with the revenant version this process runs and its store's backend (sqlite, postgres)." },
     MetricInfo { name: HTTP_REQUESTS, kind: MetricType::Counter, labels: &["route", "method", "status"], help: "HTTP requests revenant serve answered: route is the route template (/v1/jobs/{id}, or unmatched), status the class (2xx, 3xx, 4xx, 5xx)." },
@@ -340,6 +355,8 @@ pub fn dependency_gauges(states: &[DependencyState]) {
                 WaitReason::Breaker => d.waiting.breaker,
                 WaitReason::RateLimit => d.waiting.rate_limit,
                 WaitReason::RetryBudget => d.waiting.retry_budget,
+                // Not stored on jobs: turned_back counts them.
+                WaitReason::Bulkhead => continue,
             };
             metrics::gauge!(
                 DEPENDENCY_WAITING,
@@ -376,6 +393,14 @@ pub(crate) fn breaker_gauges(d: &DependencyState) {
         if let Some(budget) = &d.retry_budget {
             set(DEPENDENCY_BUDGET_RETRIES, budget.retries);
             set(DEPENDENCY_BUDGET_ALLOWED, budget.allowed);
+        }
+        set(DEPENDENCY_SLOW_SHARE, d.answers.slow_share);
+        if let Some(bulkhead) = &d.bulkhead {
+            set(DEPENDENCY_IN_FLIGHT, bulkhead.in_flight as f64);
+            set(DEPENDENCY_TURNED_BACK, bulkhead.turned_back as f64);
+            if let Some(limit) = bulkhead.shared_limit {
+                set(DEPENDENCY_IN_FLIGHT_LIMIT, f64::from(limit));
+            }
         }
     }
 }

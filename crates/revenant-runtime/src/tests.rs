@@ -496,6 +496,7 @@ mod dependencies {
                     cooldown: ms(100),
                     max_cooldown: ms(200),
                     park_for: Duration::from_secs(60),
+                    slow_call: None,
                 }),
                 ..DependencyPolicy::off()
             }),
@@ -609,6 +610,158 @@ mod dependencies {
         assert_eq!(states[0].breaker, BreakerState::Closed);
         assert_eq!(states[0].answers.failures, 0.0);
         assert_eq!(states[0].trips, 0);
+    }
+
+    /// A dependency that hangs holds at most its bulkhead's share of the queue's
+    /// slots (2 of 4): the jobs of another dependency enqueued behind its backlog
+    /// all complete while it hangs, and the hanging jobs turned back at the limit
+    /// spend no attempt.
+    #[tokio::test]
+    async fn a_hanging_dependency_holds_at_most_its_bulkhead_and_spends_no_attempt_waiting() {
+        use revenant_core::dependency::Bulkhead;
+        let store = Arc::new(FaultyStore::open().await);
+        let hanging = Arc::new(AtomicBool::new(true));
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let (h, r, m) = (hanging.clone(), running.clone(), most.clone());
+        let patient = RetryPolicy::builder()
+            .max_attempts(3)
+            .lease(Duration::from_secs(60))
+            .attempt_timeout(Duration::from_secs(50))
+            .heartbeat(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let config = DependencyConfig::new(DependencyPolicies::new(
+            DependencyPolicy::off().with_bulkhead(Bulkhead::default()),
+        ));
+        let (shutdown, task) = start(
+            builder(&store)
+                .policies(PolicySet::new(patient))
+                .handler_fn("hang", move |_ctx: JobContext, _: serde_json::Value| {
+                    let (hanging, running, most) = (h.clone(), r.clone(), m.clone());
+                    async move {
+                        let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        while hanging.load(Ordering::SeqCst) {
+                            tokio::time::sleep(ms(5)).await;
+                        }
+                        running.fetch_sub(1, Ordering::SeqCst);
+                        Ok::<(), JobError>(())
+                    }
+                })
+                .handler_fn("fast", |_ctx: JobContext, _: serde_json::Value| async {
+                    Ok::<(), JobError>(())
+                })
+                .dependency("hang", "stuck-provider")
+                .dependency("fast", "healthy-provider")
+                .dependencies(config)
+                .build()
+                .unwrap(),
+        );
+        let mut stuck = Vec::new();
+        for _ in 0..6 {
+            stuck.push(enqueue(&store, "hang", json!({})).await);
+        }
+        let mut healthy = Vec::new();
+        for _ in 0..20 {
+            healthy.push(enqueue(&store, "fast", json!({})).await);
+        }
+        let done = healthy.clone();
+        wait_until(
+            &store,
+            "the healthy jobs to complete beside the hang",
+            |jobs| {
+                jobs.iter()
+                    .filter(|j| done.contains(&j.id))
+                    .all(|j| j.status == JobState::Completed)
+            },
+        )
+        .await;
+        for id in &stuck {
+            let job = store.job(*id).await;
+            assert!(job.errors.is_empty(), "{job:#?}");
+            match job.status {
+                JobState::Running => assert_eq!(job.attempts, 1, "{job:#?}"),
+                JobState::Ready => assert_eq!(job.attempts, 0, "given back: {job:#?}"),
+                other => panic!("a hanging job is {other:?}"),
+            }
+        }
+        hanging.store(false, Ordering::SeqCst);
+        wait_until(&store, "every job to complete", |jobs| {
+            jobs.iter().all(|j| j.status == JobState::Completed)
+        })
+        .await;
+        shutdown.shutdown();
+        task.await.unwrap();
+        assert!(
+            most.load(Ordering::SeqCst) <= 2,
+            "{} hanging at once, limit 2",
+            most.load(Ordering::SeqCst)
+        );
+        for id in stuck {
+            assert_eq!(store.job(id).await.attempts, 1, "one attempt each");
+        }
+    }
+
+    /// Calls slower than the slow-call duration open the breaker while they run,
+    /// though none fails.
+    #[tokio::test]
+    async fn slow_calls_open_the_breaker_though_none_fails() {
+        use revenant_core::dependency::SlowCall;
+        let store = Arc::new(FaultyStore::open().await);
+        let mut config = fast_breaker();
+        if let Some(breaker) = &mut config.policies.default.breaker {
+            breaker.slow_call = Some(SlowCall {
+                duration: ms(20),
+                threshold: 0.5,
+            });
+        }
+        let sluggish = Arc::new(AtomicBool::new(true));
+        let s = sluggish.clone();
+        let (shutdown, task) = start(
+            builder(&store)
+                .handler_fn("slow", move |_ctx: JobContext, _: serde_json::Value| {
+                    let sluggish = s.clone();
+                    async move {
+                        if sluggish.load(Ordering::SeqCst) {
+                            tokio::time::sleep(ms(120)).await;
+                        }
+                        Ok::<(), JobError>(())
+                    }
+                })
+                .dependency("slow", "sluggish-provider")
+                .dependencies(config)
+                .build()
+                .unwrap(),
+        );
+        for _ in 0..12 {
+            enqueue(&store, "slow", json!({})).await;
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let state = loop {
+            let states = store
+                .dependency_list(DependencyListParams::default())
+                .await
+                .unwrap();
+            if let Some(state) = states.into_iter().find(|s| s.trips > 0) {
+                break state;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the breaker never opened"
+            );
+            tokio::time::sleep(ms(10)).await;
+        };
+        assert_eq!(state.answers.failures, 0.0, "{state:#?}");
+        assert!(state.answers.slow >= 1.0, "{state:#?}");
+        // Fast again: the next probe closes the breaker and the parked jobs run.
+        sluggish.store(false, Ordering::SeqCst);
+        wait_until(&store, "every job to complete", |jobs| {
+            jobs.iter().all(|j| j.status == JobState::Completed)
+        })
+        .await;
+        shutdown.shutdown();
+        task.await.unwrap();
     }
 
     #[tokio::test]

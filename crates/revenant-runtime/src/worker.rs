@@ -587,6 +587,7 @@ impl Worker {
                     kinds: self.dependency_kinds,
                     reporter,
                     pacers: std::sync::Mutex::new(HashMap::new()),
+                    bulkheads: std::sync::Mutex::new(HashMap::new()),
                 };
                 (Some(dependencies), Some(task))
             }

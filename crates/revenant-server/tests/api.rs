@@ -1208,6 +1208,7 @@ async fn closing_a_breaker_releases_its_parked_jobs(backend: Backend) {
                     retry_delay: Duration::from_secs(10),
                 })
                 .collect(),
+            local_free: None,
             now: None,
         })
         .await

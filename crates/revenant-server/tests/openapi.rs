@@ -6,7 +6,8 @@
 use std::collections::BTreeSet;
 
 use revenant::dependency::{
-    Answers, BreakerState, BudgetState, DependencyState, ProbeView, RateState, WaitingCounts,
+    Answers, BreakerState, BudgetState, BulkheadState, DependencyState, ProbeView, RateState,
+    WaitingCounts,
 };
 use revenant_server::{OPENAPI_JSON, ROUTES};
 use serde_json::Value;
@@ -237,6 +238,10 @@ fn the_dependency_schema_is_the_cores_dependency_state() {
             failure_share: 0.77,
             threshold: 0.5,
             min_requests: 10,
+            slow: 2.0,
+            slow_share: 0.11,
+            slow_threshold: Some(0.5),
+            slow_call_secs: Some(5.0),
         },
         trips: 3,
         changed_at: Some(at),
@@ -254,6 +259,14 @@ fn the_dependency_schema_is_the_cores_dependency_state() {
             fresh: 40.0,
             retries: 3.0,
             allowed: 10.0,
+        }),
+        bulkhead: Some(BulkheadState {
+            in_flight: 4,
+            shared_limit: Some(8),
+            per_worker_limit: Some(3),
+            per_worker_share: 0.5,
+            adaptive: true,
+            turned_back: 12,
         }),
         waiting: WaitingCounts {
             breaker: 40,
@@ -274,12 +287,23 @@ fn the_dependency_schema_is_the_cores_dependency_state() {
             next_turn_at: None,
             ..full.rate_limit.unwrap()
         }),
+        bulkhead: Some(BulkheadState {
+            shared_limit: None,
+            per_worker_limit: None,
+            ..full.bulkhead.unwrap()
+        }),
+        answers: Answers {
+            slow_threshold: None,
+            slow_call_secs: None,
+            ..full.answers
+        },
         ..full.clone()
     };
     let none = DependencyState {
         probe: None,
         rate_limit: None,
         retry_budget: None,
+        bulkhead: None,
         ..bare.clone()
     };
     let schema = serde_json::json!({"$ref": "#/components/schemas/Dependency"});

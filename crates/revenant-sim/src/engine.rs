@@ -165,8 +165,13 @@ impl<'a> Engine<'a> {
             now: 0,
             dead_exhausted: 0,
             dead_permanent: 0,
+            // The bulkhead is not modelled here (the story's workers have no slots to
+            // share; `hang` models it): without it the record tracks no permits.
             protection: (!config.dependency.is_off()).then(|| Protection {
-                policy: config.dependency.clone(),
+                policy: DependencyPolicy {
+                    bulkhead: None,
+                    ..config.dependency.clone()
+                },
                 record: DependencyRecord::default(),
                 parked: BTreeMap::new(),
                 next_park: 0,

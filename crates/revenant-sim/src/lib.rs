@@ -18,7 +18,9 @@
 //! - [`config`]: the scenario ([`SimConfig`]), with the seed story as its default;
 //! - [`simulate`]: runs it; [`compare()`] runs it under several jitter kinds;
 //! - [`report`] and [`series`]: the figures and the time series;
-//! - [`table`]: the text the CLI prints; [`chart`]: the SVG chart.
+//! - [`table`]: the text the CLI prints; [`chart`]: the SVG chart;
+//! - [`hang`]: a provider that hangs beside a healthy one, in one queue's slots, with
+//!   and without the bulkhead and slow-call counting.
 //!
 //! The model's assumptions and limits are in docs/simulator.md.
 
@@ -26,6 +28,7 @@ pub mod chart;
 pub mod compare;
 pub mod config;
 mod engine;
+pub mod hang;
 pub mod report;
 pub mod series;
 pub mod table;

@@ -513,7 +513,7 @@ async fn dependency_waiting(
             Some(WaitReason::Breaker) => entry.breaker += n,
             Some(WaitReason::RateLimit) => entry.rate_limit += n,
             Some(WaitReason::RetryBudget) => entry.retry_budget += n,
-            None => {}
+            Some(WaitReason::Bulkhead) | None => {}
         }
     }
     Ok(counts)
@@ -1461,13 +1461,13 @@ impl Store for SqliteStore {
         let mut record = dependency_load(&mut tx, &params.dependency).await?;
         let plan = plan_acquire(&mut record, &params, at, &running);
         let mut run = Vec::new();
-        let mut defer: Vec<(i64, i64, &str)> = Vec::new();
+        let mut defer: Vec<(i64, i64, Option<&str>)> = Vec::new();
         let mut permits = Vec::with_capacity(plan.len());
         for (request, (permit, gate)) in params.requests.iter().zip(plan) {
             match gate {
                 JobGate::Run => run.push(request.lease.id),
                 JobGate::Defer { run_at, reason } => {
-                    defer.push((request.lease.id, run_at.timestamp_millis(), reason.as_str()))
+                    defer.push((request.lease.id, run_at.timestamp_millis(), reason.stored()))
                 }
                 JobGate::Nothing => {}
             }
@@ -1507,13 +1507,7 @@ impl Store for SqliteStore {
         let (_turn, mut tx) = self.write().await?;
         let now = clock(params.now);
         let mut record = dependency_load(&mut tx, &params.dependency).await?;
-        let closed = record.report(
-            &params.policy,
-            now.saturating_mul(1000),
-            params.successes,
-            params.failures,
-            params.probe.map(|p| (p.job, p.outcome)),
-        );
+        let closed = record.report_calls(&params.policy, now.saturating_mul(1000), &params.calls());
         let wake = if closed {
             dependency_release(&mut tx, &params.dependency, &mut record, now).await?
         } else {

@@ -128,12 +128,30 @@ fn trim(x: f64) -> String {
     }
 }
 
+/// The bulkhead's column: attempts in flight across the workers, the limit, and the
+/// jobs turned back at it so far.
+fn in_flight(b: &revenant::dependency::BulkheadState) -> String {
+    let limit = match (b.shared_limit, b.per_worker_limit) {
+        (Some(shared), _) => format!(" of {shared}"),
+        (None, Some(n)) => format!(" ({n}/worker)"),
+        (None, None) => format!(" ({:.0}% of slots/worker)", b.per_worker_share * 100.0),
+    };
+    format!(
+        "{}{limit}{}, {} turned back",
+        b.in_flight,
+        if b.adaptive { " adaptive" } else { "" },
+        b.turned_back
+    )
+}
+
 /// The dependencies as a table (also printed under `revenant stats`).
 pub fn table(states: &[DependencyState]) -> Result<(), CliError> {
     let mut table = Table::new(vec![
         "DEPENDENCY",
         "BREAKER",
         "FAILED",
+        "SLOW",
+        "IN FLIGHT",
         "TRIPS",
         "NEXT PROBE",
         "RATE LIMIT",
@@ -158,6 +176,13 @@ pub fn table(states: &[DependencyState]) -> Result<(), CliError> {
                 a.successes + a.failures,
                 output::age(a.window_secs)
             ),
+            match (a.slow_threshold, a.slow_call_secs) {
+                (Some(_), Some(secs)) => {
+                    format!("{:.0}% over {}", a.slow_share * 100.0, output::age(secs))
+                }
+                _ => "-".to_string(),
+            },
+            d.bulkhead.as_ref().map_or("-".to_string(), in_flight),
             d.trips.to_string(),
             match (&d.probe, d.probe_at) {
                 (Some(probe), _) => format!("in flight (job {})", probe.job_id),

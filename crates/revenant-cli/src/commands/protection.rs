@@ -1,8 +1,9 @@
-//! The flags that protect a dependency (circuit breaker, rate limit, retry budget),
-//! shared by `revenant work`, `revenant simulate` and `revenant demo`.
+//! The flags that protect a dependency (circuit breaker, rate limit, retry budget,
+//! bulkhead, slow calls), shared by `revenant work`, `revenant simulate` and
+//! `revenant demo`.
 
 use revenant::dependency::{
-    BreakerPolicy, DependencyPolicies, DependencyPolicy, RateLimit, RetryBudget,
+    BreakerPolicy, Bulkhead, DependencyPolicies, DependencyPolicy, RateLimit, RetryBudget, SlowCall,
 };
 use revenant::duration::parse;
 use revenant::{names, InputError};
@@ -45,6 +46,64 @@ pub struct ProtectionArgs {
     /// Retries the budget allows per `--breaker-window` whatever the share says.
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub retry_budget_min: u32,
+    /// A call running this long counts as slow for the breaker (counted while it
+    /// still runs), so a provider that hangs opens it before every slot sits in a
+    /// timeout.
+    #[arg(long, default_value = "5s", value_name = "DURATION")]
+    pub slow_call: String,
+    /// The share of slow calls (0 to 1) in the window that opens the breaker.
+    #[arg(long, default_value_t = 0.5, value_name = "SHARE")]
+    pub slow_call_threshold: f64,
+    /// Count only failures for the breaker, not slow calls.
+    #[arg(long)]
+    pub no_slow_call: bool,
+    /// At most this share (0 to 1) of a queue's slots run one dependency's jobs at
+    /// once in each worker; a job past it waits, attempt given back, its slot free
+    /// for other dependencies. 1 lets one dependency take every slot.
+    #[arg(long, default_value_t = 0.5, value_name = "SHARE")]
+    pub bulkhead_share: f64,
+    /// A fixed per-worker limit instead of the share: `N` for every dependency,
+    /// `KEY=N` for one. Repeat for several keys.
+    #[arg(long = "bulkhead", value_name = "[KEY=]N")]
+    pub bulkheads: Vec<String>,
+    /// A limit across every worker, kept in the store: `N` for every dependency,
+    /// `KEY=N` for one. Repeat for several keys.
+    #[arg(long = "bulkhead-shared", value_name = "[KEY=]N")]
+    pub bulkheads_shared: Vec<String>,
+    /// How long a job turned back at a bulkhead waits before it is claimed again.
+    #[arg(long, default_value = "500ms", value_name = "DURATION")]
+    pub bulkhead_wait: String,
+    /// Adapt each worker's per-dependency limit (AIMD): halve it on a failure or a
+    /// slow call, grow it back by one per limit's worth of fast successes, never
+    /// above the bulkhead's limit.
+    #[arg(long)]
+    pub adaptive_concurrency: bool,
+    /// No bulkhead: one dependency may hold every slot.
+    #[arg(long)]
+    pub no_bulkhead: bool,
+}
+
+/// One `--bulkhead` or `--bulkhead-shared`: `N` or `KEY=N`.
+fn limit_flag(flag: &'static str, text: &str) -> Result<(Option<String>, u32), InputError> {
+    let (key, n) = match text.rsplit_once('=') {
+        Some((key, n)) => {
+            names::validate_key(flag, key.trim())?;
+            (Some(key.trim().to_string()), n)
+        }
+        None => (None, text),
+    };
+    let n: u32 = n
+        .trim()
+        .parse()
+        .ok()
+        .filter(|n| (1..=1_000_000).contains(n))
+        .ok_or_else(|| {
+            InputError::new(
+                flag,
+                format!("{text:?} is not N or KEY=N with N from 1 to 1000000, e.g. 8 or email-provider=8"),
+            )
+        })?;
+    Ok((key, n))
 }
 
 /// One `--rate-limit`.
@@ -99,13 +158,49 @@ impl ProtectionArgs {
         if self.no_breaker {
             return Ok(None);
         }
+        let fixed = self
+            .bulkheads
+            .iter()
+            .map(|text| limit_flag("bulkhead", text))
+            .collect::<Result<Vec<_>, _>>()?;
+        let shared = self
+            .bulkheads_shared
+            .iter()
+            .map(|text| limit_flag("bulkhead-shared", text))
+            .collect::<Result<Vec<_>, _>>()?;
+        let slow_call = if self.no_slow_call {
+            None
+        } else {
+            Some(SlowCall {
+                duration: parse("slow-call", &self.slow_call)?,
+                threshold: self.slow_call_threshold,
+            })
+        };
         let breaker = BreakerPolicy {
             failure_threshold: self.breaker_threshold,
             window: parse("breaker-window", &self.breaker_window)?,
             min_requests: self.breaker_min_requests,
             cooldown: parse("breaker-cooldown", &self.breaker_cooldown)?,
             max_cooldown: parse("breaker-max-cooldown", &self.breaker_max_cooldown)?,
+            slow_call,
             ..BreakerPolicy::default()
+        };
+        let last_for = |flags: &[(Option<String>, u32)], key: Option<&str>| {
+            flags
+                .iter()
+                .rev()
+                .find(|(k, _)| k.as_deref() == key)
+                .map(|(_, n)| *n)
+        };
+        let bulkhead_wait = parse("bulkhead-wait", &self.bulkhead_wait)?;
+        let bulkhead_for = |key: Option<&str>| {
+            (!self.no_bulkhead).then(|| Bulkhead {
+                max_in_flight: last_for(&fixed, key).or(last_for(&fixed, None)),
+                share: self.bulkhead_share,
+                shared: last_for(&shared, key).or(last_for(&shared, None)),
+                wait: bulkhead_wait,
+                adaptive: self.adaptive_concurrency,
+            })
         };
         let retry_budget = (self.retry_budget > 0.0).then_some(RetryBudget {
             ratio: self.retry_budget,
@@ -120,13 +215,27 @@ impl ProtectionArgs {
                 .find(|f| f.key.is_none())
                 .map(|f| f.limit),
             retry_budget,
+            bulkhead: bulkhead_for(None),
         };
         let mut policies = DependencyPolicies::new(default.clone());
-        for flag in &flags {
-            if let Some(key) = &flag.key {
-                policies =
-                    policies.with_key(key.clone(), default.clone().with_rate_limit(flag.limit));
-            }
+        let keys: std::collections::BTreeSet<&String> = flags
+            .iter()
+            .filter_map(|f| f.key.as_ref())
+            .chain(fixed.iter().chain(&shared).filter_map(|(k, _)| k.as_ref()))
+            .collect();
+        for key in keys {
+            let rate_limit = flags
+                .iter()
+                .rev()
+                .find(|f| f.key.as_ref() == Some(key))
+                .map(|f| f.limit)
+                .or(default.rate_limit);
+            let policy = DependencyPolicy {
+                rate_limit,
+                bulkhead: bulkhead_for(Some(key)),
+                ..default.clone()
+            };
+            policies = policies.with_key(key.clone(), policy);
         }
         policies.validate().map_err(|err| InputError {
             // Name the flag, not the policy's field.
@@ -138,6 +247,12 @@ impl ProtectionArgs {
                 "breaker.max_cooldown" => "breaker-max-cooldown",
                 "retry_budget.ratio" => "retry-budget",
                 "retry_budget.window" => "breaker-window",
+                "breaker.slow_call.duration" => "slow-call",
+                "breaker.slow_call.threshold" => "slow-call-threshold",
+                "bulkhead.share" => "bulkhead-share",
+                "bulkhead.wait" => "bulkhead-wait",
+                "bulkhead.max_in_flight" => "bulkhead",
+                "bulkhead.shared" => "bulkhead-shared",
                 other => other,
             },
             message: err.message,
@@ -212,5 +327,51 @@ mod tests {
             "breaker-max-cooldown"
         );
         assert_eq!(field(&["--retry-budget", "1.5"]), "retry-budget");
+        assert_eq!(field(&["--slow-call", "0s"]), "slow-call");
+        assert_eq!(
+            field(&["--slow-call-threshold", "0"]),
+            "slow-call-threshold"
+        );
+        assert_eq!(field(&["--bulkhead-share", "1.5"]), "bulkhead-share");
+        assert_eq!(field(&["--bulkhead", "0"]), "bulkhead");
+        assert_eq!(field(&["--bulkhead", "=3"]), "bulkhead");
+        assert_eq!(field(&["--bulkhead-shared", "x"]), "bulkhead-shared");
+        assert_eq!(field(&["--bulkhead-wait", "2h"]), "bulkhead-wait");
+    }
+
+    #[test]
+    fn bulkheads_apply_to_every_key_or_to_one_and_keep_the_rate_limits() {
+        let policies = policies(&[
+            "--bulkhead",
+            "6",
+            "--bulkhead-shared",
+            "slow-host=3",
+            "--rate-limit",
+            "email-provider=20",
+            "--adaptive-concurrency",
+        ])
+        .unwrap()
+        .unwrap();
+        let every = policies.default.bulkhead.unwrap();
+        assert_eq!(every.max_in_flight, Some(6));
+        assert_eq!(every.shared, None);
+        assert!(every.adaptive);
+        let slow = policies.resolve("slow-host").bulkhead.unwrap();
+        assert_eq!((slow.max_in_flight, slow.shared), (Some(6), Some(3)));
+        assert_eq!(
+            policies.resolve("email-provider").rate_limit,
+            Some(RateLimit::per_second(20.0))
+        );
+        assert_eq!(
+            policies.resolve("email-provider").bulkhead.unwrap().shared,
+            None
+        );
+        let off = policies_from(&["--no-bulkhead", "--no-slow-call"]);
+        assert_eq!(off.default.bulkhead, None);
+        assert_eq!(off.default.breaker.unwrap().slow_call, None);
+    }
+
+    fn policies_from(flags: &[&str]) -> DependencyPolicies {
+        policies(flags).unwrap().unwrap()
     }
 }

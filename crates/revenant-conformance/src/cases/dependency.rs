@@ -3,8 +3,8 @@
 //! `dependency_list`, `dependency_sweep`).
 
 use revenant_core::dependency::{
-    BreakerAction, BreakerPolicy, BreakerState, DependencyPolicy, DependencyState, ProbeOutcome,
-    RateLimit, RetryBudget, WaitReason,
+    BreakerAction, BreakerPolicy, BreakerState, Bulkhead, DependencyPolicy, DependencyState,
+    ProbeOutcome, RateLimit, RetryBudget, SlowCall, WaitReason,
 };
 
 use super::prelude::*;
@@ -45,6 +45,7 @@ async fn acquire_as(
             worker: worker.to_string(),
             lease: LEASE,
             requests: jobs.iter().map(request).collect(),
+            local_free: None,
             now: Some(now),
         })
         .await
@@ -78,6 +79,8 @@ async fn report(
             successes,
             failures,
             probe: probe.map(|(job, outcome)| ProbeReport { job, outcome }),
+            slow: 0,
+            finished: vec![],
             now: Some(now),
         })
         .await
@@ -603,6 +606,8 @@ pub async fn dependency_list_shows_every_dependency_by_key(store: Arc<dyn Store>
                 successes: 3,
                 failures: 0,
                 probe: None,
+                slow: 0,
+                finished: vec![],
                 now: Some(t0()),
             })
             .await
@@ -636,4 +641,199 @@ pub async fn dependency_list_shows_every_dependency_by_key(store: Arc<dyn Store>
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Input(_)), "{err}");
+}
+
+/// A bulkhead alone: `shared` across every worker, `wait` 500 ms.
+fn bulkhead(shared: Option<u32>) -> DependencyPolicy {
+    DependencyPolicy::off().with_bulkhead(Bulkhead {
+        shared,
+        ..Bulkhead::default()
+    })
+}
+
+async fn acquire_bounded(
+    store: &Arc<dyn Store>,
+    policy: &DependencyPolicy,
+    worker: &str,
+    jobs: &[Job],
+    local_free: Option<u32>,
+    now: Timestamp,
+) -> Vec<Permit> {
+    store
+        .dependency_acquire(DependencyAcquireParams {
+            dependency: KEY.to_string(),
+            policy: policy.clone(),
+            worker: worker.to_string(),
+            lease: LEASE,
+            requests: jobs.iter().map(request).collect(),
+            local_free,
+            now: Some(now),
+        })
+        .await
+        .expect("dependency_acquire")
+        .permits
+}
+
+async fn finished(
+    store: &Arc<dyn Store>,
+    policy: &DependencyPolicy,
+    jobs: &[JobId],
+    now: Timestamp,
+) -> DependencyState {
+    store
+        .dependency_report(DependencyReportParams {
+            dependency: KEY.to_string(),
+            policy: policy.clone(),
+            successes: jobs.len() as u64,
+            failures: 0,
+            probe: None,
+            slow: 0,
+            finished: jobs.to_vec(),
+            now: Some(now),
+        })
+        .await
+        .expect("dependency_report")
+}
+
+fn is_bulkhead_wait(permit: &Permit) -> bool {
+    matches!(
+        permit,
+        Permit::Wait {
+            reason: WaitReason::Bulkhead,
+            ..
+        }
+    )
+}
+
+/// Jobs past the worker's own bulkhead limit go back to ready for the bulkhead's
+/// wait, their attempt given back and their worker slot free; nothing marks them
+/// as waiting on the breaker, and the dependency counts them as turned back.
+pub async fn a_job_at_its_bulkhead_limit_spends_no_attempt_and_holds_no_lease(
+    store: Arc<dyn Store>,
+) {
+    let stage = Stage::new(store.clone());
+    let policy = bulkhead(None);
+    let jobs = claimed(&stage, "q", 3, t0()).await;
+    let permits = acquire_bounded(&store, &policy, WORKER, &jobs, Some(1), at(1)).await;
+    assert_eq!(
+        permits[0],
+        Permit::Run {
+            wait: Duration::ZERO
+        }
+    );
+    assert!(permits[1..].iter().all(is_bulkhead_wait), "{permits:?}");
+    let running = stage.get(jobs[0].id).await;
+    assert_eq!(running.status, JobState::Running);
+    for claimed in &jobs[1..] {
+        let job = stage.get(claimed.id).await;
+        assert_eq!(job.status, JobState::Ready);
+        assert_eq!(job.attempts, 0, "the attempt is given back");
+        assert_eq!(job.lease_token, None, "no lease: no slot is held");
+        assert_eq!(job.dependency.as_deref(), Some(KEY));
+        assert_eq!(job.dependency_wait, None, "a short wait, not stored");
+        // The bulkhead's wait, the jobs turned back together spread over one more.
+        let wait = job.run_at - at(1);
+        assert!(
+            wait >= chrono::Duration::milliseconds(500) && wait < chrono::Duration::seconds(1),
+            "back after the bulkhead's wait: {wait}"
+        );
+        assert!(job.errors.is_empty(), "waiting is not a failure");
+    }
+    let state = current(&store, at(1)).await;
+    let bulkhead = state.bulkhead.expect("the bulkhead is shown");
+    assert_eq!(bulkhead.turned_back, 2);
+    assert_eq!(bulkhead.in_flight, 1);
+    assert_eq!(state.waiting.breaker, 0);
+    let again = stage.claim("q", 10, at(2)).await;
+    assert_eq!(again.len(), 2, "due again after the wait");
+    assert!(again.iter().all(|job| job.attempts == 1), "{again:?}");
+}
+
+/// The shared limit holds across workers: what one worker holds, the other cannot
+/// take, until the first reports its attempts finished or their leases end.
+pub async fn the_shared_bulkhead_limit_holds_across_workers(store: Arc<dyn Store>) {
+    let stage = Stage::new(store.clone());
+    let policy = bulkhead(Some(2));
+    let first = claimed(&stage, "q", 2, t0()).await;
+    let permits = acquire_bounded(&store, &policy, "worker-a", &first, None, at(1)).await;
+    assert!(
+        permits.iter().all(|p| matches!(p, Permit::Run { .. })),
+        "{permits:?}"
+    );
+    let second = claimed(&stage, "q", 2, at(1)).await;
+    let permits = acquire_bounded(&store, &policy, "worker-b", &second, None, at(1)).await;
+    assert!(permits.iter().all(is_bulkhead_wait), "{permits:?}");
+    assert_eq!(current(&store, at(1)).await.bulkhead.unwrap().in_flight, 2);
+
+    let state = finished(&store, &policy, &[first[0].id], at(2)).await;
+    assert_eq!(state.bulkhead.unwrap().in_flight, 1, "one permit freed");
+    let retried = stage.claim("q", 10, at(3)).await;
+    assert_eq!(retried.len(), 2);
+    let permits = acquire_bounded(&store, &policy, "worker-b", &retried, None, at(3)).await;
+    assert!(matches!(permits[0], Permit::Run { .. }), "{permits:?}");
+    assert!(is_bulkhead_wait(&permits[1]), "{permits:?}");
+
+    // worker-a dies holding first[1]: its permit lapses with the job's lease.
+    let later = at(3) + chrono::Duration::from_std(LEASE).unwrap() + chrono::Duration::seconds(1);
+    let state = current(&store, later).await;
+    assert_eq!(state.bulkhead.unwrap().in_flight, 0, "every permit lapsed");
+}
+
+/// Slow calls open the breaker on their own share, with no failure at all; a
+/// breaker without the slow-call setting ignores them.
+pub async fn slow_calls_open_the_breaker(store: Arc<dyn Store>) {
+    let slow_policy = DependencyPolicy {
+        breaker: Some(BreakerPolicy {
+            slow_call: Some(SlowCall::default()),
+            ..BreakerPolicy::default()
+        }),
+        ..DependencyPolicy::off()
+    };
+    let report_slow = |policy: DependencyPolicy, successes: u64, slow: u64, now: Timestamp| {
+        let store = store.clone();
+        async move {
+            store
+                .dependency_report(DependencyReportParams {
+                    dependency: KEY.to_string(),
+                    policy,
+                    successes,
+                    failures: 0,
+                    probe: None,
+                    slow,
+                    finished: vec![],
+                    now: Some(now),
+                })
+                .await
+                .expect("dependency_report")
+        }
+    };
+    let state = report_slow(slow_policy.clone(), 5, 4, t0()).await;
+    assert_eq!(state.breaker, BreakerState::Closed, "4 slow of 9: too few");
+    let state = report_slow(slow_policy.clone(), 0, 1, at(1)).await;
+    assert_eq!(state.breaker, BreakerState::Open, "5 slow of 10: half");
+    assert_eq!(state.answers.slow, 5.0);
+    assert_eq!(state.answers.slow_share, 0.5);
+    assert_eq!(state.answers.failures, 0.0);
+
+    let blind = DependencyPolicy {
+        breaker: Some(BreakerPolicy {
+            slow_call: None,
+            ..BreakerPolicy::default()
+        }),
+        ..DependencyPolicy::off()
+    };
+    store
+        .dependency_set(DependencySetParams {
+            dependency: KEY.to_string(),
+            action: BreakerAction::Close,
+            now: Some(at(2)),
+        })
+        .await
+        .unwrap();
+    let state = report_slow(blind, 0, 20, at(3)).await;
+    assert_eq!(
+        state.breaker,
+        BreakerState::Closed,
+        "slow calls not counted"
+    );
 }

@@ -29,6 +29,11 @@
 //! - **Retry budget** ([`RetryBudget`]): retries may not exceed a share of the first
 //!   attempts sent; a retry over budget waits its backoff again, attempt given back
 //!   ([`WaitReason::RetryBudget`]).
+//! - **Bulkhead** ([`Bulkhead`]): at most so many attempts of the key in flight, per
+//!   worker and (optionally) across every worker; a job at the limit waits without
+//!   spending its attempt or holding a slot ([`WaitReason::Bulkhead`]). The breaker
+//!   also counts calls slower than [`SlowCall::duration`], so a provider that hangs
+//!   trips it while the calls are still hanging.
 //!
 //! The state is shared through the store ([`crate::Store::dependency_acquire`] and
 //! friends), so every worker process sees the same breaker: twenty machines send one
@@ -42,12 +47,16 @@ mod view;
 #[cfg(test)]
 mod tests;
 
-pub use policy::{BreakerPolicy, DependencyPolicies, DependencyPolicy, RateLimit, RetryBudget};
-pub use record::{
-    BreakerAction, BreakerState, Decision, DependencyRecord, PermitInput, ProbeLease, ProbeOutcome,
-    WaitReason, Window,
+pub use policy::{
+    BreakerPolicy, Bulkhead, DependencyPolicies, DependencyPolicy, RateLimit, RetryBudget, SlowCall,
 };
-pub use view::{Answers, BudgetState, DependencyState, ProbeView, RateState, WaitingCounts};
+pub use record::{
+    BreakerAction, BreakerState, Calls, Decision, DependencyRecord, InFlight, PermitInput,
+    ProbeLease, ProbeOutcome, WaitReason, Window,
+};
+pub use view::{
+    Answers, BudgetState, BulkheadState, DependencyState, ProbeView, RateState, WaitingCounts,
+};
 
 /// Microseconds since the epoch of a store timestamp.
 pub fn micros(at: crate::Timestamp) -> i64 {

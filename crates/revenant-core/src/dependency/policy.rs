@@ -25,6 +25,11 @@ pub struct DependencyPolicy {
     /// The retry budget, shared by every worker. Default on, with
     /// [`RetryBudget::default`].
     pub retry_budget: Option<RetryBudget>,
+    /// The bulkhead: how many attempts of the dependency may be in flight at once.
+    /// Default on, with [`Bulkhead::default`] (half a queue's slots per worker), so
+    /// a dependency that hangs cannot hold every slot of a queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bulkhead: Option<Bulkhead>,
 }
 
 impl Default for DependencyPolicy {
@@ -33,6 +38,7 @@ impl Default for DependencyPolicy {
             breaker: Some(BreakerPolicy::default()),
             rate_limit: None,
             retry_budget: Some(RetryBudget::default()),
+            bulkhead: Some(Bulkhead::default()),
         }
     }
 }
@@ -45,12 +51,37 @@ impl DependencyPolicy {
             breaker: None,
             rate_limit: None,
             retry_budget: None,
+            bulkhead: None,
         }
     }
 
     /// Whether anything is protected.
     pub fn is_off(&self) -> bool {
-        self.breaker.is_none() && self.rate_limit.is_none() && self.retry_budget.is_none()
+        self.breaker.is_none()
+            && self.rate_limit.is_none()
+            && self.retry_budget.is_none()
+            && self.bulkhead.is_none()
+    }
+
+    /// Sets the bulkhead.
+    pub fn with_bulkhead(mut self, bulkhead: Bulkhead) -> Self {
+        self.bulkhead = Some(bulkhead);
+        self
+    }
+
+    /// The policy in the shape releases before the bulkhead and slow calls could
+    /// read (`deny_unknown_fields`): without them. The store's record keeps this copy
+    /// (and the new parts beside it), so an older worker reading the record during a
+    /// rolling deploy still decodes it.
+    pub fn without_new_parts(&self) -> DependencyPolicy {
+        DependencyPolicy {
+            breaker: self.breaker.map(|b| BreakerPolicy {
+                slow_call: None,
+                ..b
+            }),
+            bulkhead: None,
+            ..self.clone()
+        }
     }
 
     /// Sets the rate limit.
@@ -70,6 +101,9 @@ impl DependencyPolicy {
         if let Some(budget) = &self.retry_budget {
             budget.validate()?;
         }
+        if let Some(bulkhead) = &self.bulkhead {
+            bulkhead.validate()?;
+        }
         Ok(())
     }
 
@@ -85,6 +119,14 @@ impl DependencyPolicy {
                 cooldown: shrink(b.cooldown),
                 max_cooldown: shrink(b.max_cooldown),
                 park_for: shrink(b.park_for),
+                slow_call: b.slow_call.map(|s| SlowCall {
+                    duration: shrink(s.duration),
+                    ..s
+                }),
+                ..b
+            }),
+            bulkhead: self.bulkhead.map(|b| Bulkhead {
+                wait: shrink(b.wait),
                 ..b
             }),
             // max_wait is how long a worker slot may sit idle waiting for a turn: a
@@ -113,6 +155,7 @@ impl DependencyPolicy {
 /// | `cooldown` | 5 s | the first probe comes soon: most blips are short |
 /// | `max_cooldown` | 15 s | each failed probe doubles the cool-down up to this: four probes a minute during a long outage (nothing next to the traffic it holds back), and the provider's recovery is seen within 15 s, so the backlog starts draining at once |
 /// | `park_for` | 1 h | a safety net: a job parked by an open breaker is looked at again after this long even if nothing closes the breaker (a worker without the breaker, a lost row) |
+/// | `slow_call` | calls over 5 s, at 50% | a provider that hangs holds a slot per call until its timeout: counting slow calls opens the breaker while they are still running, not a timeout later |
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BreakerPolicy {
@@ -135,6 +178,11 @@ pub struct BreakerPolicy {
     /// has not closed (it is parked again if it is still open).
     #[serde(with = "crate::backoff::duration_str")]
     pub park_for: Duration,
+    /// Slow calls: the breaker also opens when this share of the answers in the
+    /// window were slower than its duration. Default [`SlowCall::default`]; `None`
+    /// counts only failures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow_call: Option<SlowCall>,
 }
 
 impl Default for BreakerPolicy {
@@ -146,7 +194,163 @@ impl Default for BreakerPolicy {
             cooldown: Duration::from_secs(5),
             max_cooldown: Duration::from_secs(15),
             park_for: Duration::from_secs(3600),
+            slow_call: Some(SlowCall::default()),
         }
+    }
+}
+
+/// Slow calls as the breaker counts them (Resilience4j's slow-call rate). A call is
+/// counted slow the moment it has run for `duration`, while it is still running, and
+/// then not counted again when it ends: so a provider that hangs opens the breaker
+/// `duration` after the calls start, not when their timeouts fire. A slow probe is a
+/// failed probe.
+///
+/// | field | default | why |
+/// | --- | --- | --- |
+/// | `duration` | 5 s | far above what a healthy HTTP provider takes, and at most the `http` kind's default timeout: set it to a few times the provider's normal p99 |
+/// | `threshold` | 0.5 | as the failure threshold: half the calls stuck is an outage |
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SlowCall {
+    /// A call running this long is slow.
+    #[serde(with = "crate::backoff::duration_str")]
+    pub duration: Duration,
+    /// The share of slow calls (0 to 1) among the answers in the window at which the
+    /// breaker opens (with at least the breaker's `min_requests` answers).
+    pub threshold: f64,
+}
+
+impl Default for SlowCall {
+    fn default() -> Self {
+        SlowCall {
+            duration: Duration::from_secs(5),
+            threshold: 0.5,
+        }
+    }
+}
+
+impl SlowCall {
+    /// Refuses a zero or absurd duration and a threshold outside (0, 1].
+    pub fn validate(&self) -> Result<(), InputError> {
+        if self.duration.is_zero() || self.duration > crate::NewJob::MAX_DELAY {
+            return Err(InputError::new(
+                "breaker.slow_call.duration",
+                "must be above zero and at most 365 days",
+            ));
+        }
+        let t = self.threshold;
+        if !(t.is_finite() && t > 0.0 && t <= 1.0) {
+            return Err(InputError::new(
+                "breaker.slow_call.threshold",
+                format!("{t} is out of range; use a share above 0 and at most 1"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The bulkhead (Resilience4j's, Hystrix's thread pools, Envoy's concurrency
+/// limits): at most so many attempts of one dependency in flight at once. A job
+/// whose dependency is at its limit is not run and spends no attempt: it goes back
+/// to `ready` for `wait`, its worker slot free for other jobs, and the jobs behind it
+/// in the queue are claimed in its place.
+///
+/// | field | default | why |
+/// | --- | --- | --- |
+/// | `max_in_flight` | none: `share` of the queue's slots | a fixed number fits one queue and not the next |
+/// | `share` | 0.5 | a dependency that hangs holds at most half a queue's slots, so the others keep at least half: at most twice as slow beside it, not stopped |
+/// | `shared` | none | a limit across every worker, kept in the store like the rate limit; set it to what the provider can take at once |
+/// | `wait` | 500 ms | how long a turned-back job waits before it is claimed again: short enough to take a slot that frees, long enough that a hanging dependency's backlog is not claimed and turned back in a loop |
+/// | `adaptive` | off | see [`Bulkhead::adaptive`] |
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Bulkhead {
+    /// Attempts in flight per worker process. `None`: `share` of the slots of the
+    /// job's queue (at least 1).
+    pub max_in_flight: Option<u32>,
+    /// The share of a queue's slots one dependency may hold, when `max_in_flight` is
+    /// not set: above 0, at most 1 (1 turns the per-worker limit off).
+    pub share: f64,
+    /// Attempts in flight across every worker, counted in the store. A permit is
+    /// held from the acquire until the attempt's answer is reported (within the
+    /// report interval, 200 ms) or, if its worker dies, until the job's lease ends.
+    pub shared: Option<u32>,
+    /// How long a job turned back at the limit waits before it is claimed again.
+    #[serde(with = "crate::backoff::duration_str")]
+    pub wait: Duration,
+    /// Adaptive concurrency (AIMD, as TCP's congestion window and Netflix's
+    /// concurrency-limits' AIMD limiter): the per-worker limit starts at its maximum,
+    /// halves on each failure or slow call, and grows by one per limit's worth of
+    /// fast successes, back up to the maximum. Off by default.
+    pub adaptive: bool,
+}
+
+impl Default for Bulkhead {
+    fn default() -> Self {
+        Bulkhead {
+            max_in_flight: None,
+            share: 0.5,
+            shared: None,
+            wait: Duration::from_millis(500),
+            adaptive: false,
+        }
+    }
+}
+
+impl Bulkhead {
+    /// A fixed limit per worker.
+    pub fn per_worker(max_in_flight: u32) -> Self {
+        Bulkhead {
+            max_in_flight: Some(max_in_flight),
+            ..Bulkhead::default()
+        }
+    }
+
+    /// The per-worker limit for a job of a queue with `slots` slots: `max_in_flight`,
+    /// else `share` of the slots rounded up, at least 1.
+    ///
+    /// ```
+    /// use revenant_core::dependency::Bulkhead;
+    /// assert_eq!(Bulkhead::default().limit_for(10), 5);
+    /// assert_eq!(Bulkhead::default().limit_for(1), 1);
+    /// assert_eq!(Bulkhead::per_worker(3).limit_for(10), 3);
+    /// ```
+    pub fn limit_for(&self, slots: usize) -> u32 {
+        match self.max_in_flight {
+            Some(n) => n,
+            None => {
+                let slots = u32::try_from(slots).unwrap_or(u32::MAX);
+                ((f64::from(slots) * self.share).ceil() as u32).clamp(1, slots.max(1))
+            }
+        }
+    }
+
+    /// Refuses a zero limit, a share outside (0, 1] and a wait that is zero or over
+    /// an hour.
+    pub fn validate(&self) -> Result<(), InputError> {
+        if self.max_in_flight == Some(0) || self.max_in_flight > Some(1_000_000) {
+            return Err(InputError::new(
+                "bulkhead.max_in_flight",
+                "must be 1 to 1000000",
+            ));
+        }
+        if self.shared == Some(0) || self.shared > Some(1_000_000) {
+            return Err(InputError::new("bulkhead.shared", "must be 1 to 1000000"));
+        }
+        let s = self.share;
+        if !(s.is_finite() && s > 0.0 && s <= 1.0) {
+            return Err(InputError::new(
+                "bulkhead.share",
+                format!("{s} is out of range; use a share above 0 and at most 1"),
+            ));
+        }
+        if self.wait.is_zero() || self.wait > Duration::from_secs(3600) {
+            return Err(InputError::new(
+                "bulkhead.wait",
+                "must be above zero and at most 1h",
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -190,6 +394,9 @@ impl BreakerPolicy {
                 "breaker.min_requests",
                 "must be at least 1: one failure alone would open the breaker",
             ));
+        }
+        if let Some(slow) = &self.slow_call {
+            slow.validate()?;
         }
         Ok(())
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::dependency::policy::{DependencyPolicy, RateLimit};
+use crate::dependency::policy::{Bulkhead, DependencyPolicy, RateLimit, SlowCall};
 use crate::job::JobId;
 
 /// Where a breaker is.
@@ -53,10 +53,13 @@ pub enum WaitReason {
     RateLimit,
     /// The retry budget is spent: the retry waits its backoff again.
     RetryBudget,
+    /// The bulkhead: as many attempts of the dependency as its limit are in flight.
+    /// Not stored on the job (see [`WaitReason::stored`]).
+    Bulkhead,
 }
 
 impl WaitReason {
-    /// Every reason.
+    /// Every reason stored on jobs (`dependency_wait`), so counted per reason.
     pub const ALL: [WaitReason; 3] = [
         WaitReason::Breaker,
         WaitReason::RateLimit,
@@ -69,6 +72,19 @@ impl WaitReason {
             WaitReason::Breaker => "breaker",
             WaitReason::RateLimit => "rate_limit",
             WaitReason::RetryBudget => "retry_budget",
+            WaitReason::Bulkhead => "bulkhead",
+        }
+    }
+
+    /// What a job waiting for this reason has in `dependency_wait`. A bulkhead wait
+    /// leaves it empty: the column's check (and releases before the bulkhead) know
+    /// only the first three reasons, and the wait is short (the bulkhead's `wait`), so
+    /// the job is an ordinary short snooze to anyone reading it; the record counts
+    /// them instead ([`DependencyRecord::turned_back`]).
+    pub fn stored(self) -> Option<&'static str> {
+        match self {
+            WaitReason::Bulkhead => None,
+            other => Some(other.as_str()),
         }
     }
 
@@ -226,8 +242,52 @@ pub struct DependencyRecord {
     /// When its state last changed.
     pub changed_at_us: Option<i64>,
     /// The policy of the last call that changed it (shown by `revenant breaker list`;
-    /// its rate paces the jobs an operator's `close` releases).
+    /// its rate paces the jobs an operator's `close` releases), without the parts
+    /// below ([`DependencyPolicy::without_new_parts`]): older releases decode it.
     pub policy: Option<DependencyPolicy>,
+    /// That policy's bulkhead.
+    pub bulkhead: Option<Bulkhead>,
+    /// That policy's slow-call setting.
+    pub slow_call: Option<SlowCall>,
+    /// Slow calls in the breaker's window (`[slow, unused]`), counted apart from
+    /// `outcomes`: a call counts once, as a success, a failure or slow.
+    pub slow: Window,
+    /// The attempts holding a permit of the bulkhead, across every worker (tracked
+    /// while the policy has a bulkhead).
+    pub in_flight: Vec<InFlight>,
+    /// Jobs turned back at the bulkhead's limit (local or shared), since the record
+    /// was created.
+    pub turned_back: u64,
+    /// Acquires in a row that turned a job back with no attempt reported ended in
+    /// between: each doubles the next wait (up to 16 times the bulkhead's `wait`), so
+    /// the backlog of a dependency that hangs is not claimed and turned back twice a
+    /// second, at the expense of everything else the workers could claim. An attempt
+    /// that ends resets it.
+    pub turn_back_streak: u32,
+}
+
+/// An attempt holding one of the bulkhead's permits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InFlight {
+    /// The job.
+    pub job: JobId,
+    /// When the permit lapses if its answer is never reported (the job's lease).
+    pub expires_at_us: i64,
+}
+
+/// The answers of [`DependencyRecord::report_calls`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Calls {
+    /// Attempts that succeeded.
+    pub successes: u64,
+    /// Attempts that failed transiently.
+    pub failures: u64,
+    /// Attempts counted slow (while still running).
+    pub slow: u64,
+    /// A probe's answer.
+    pub probe: Option<(JobId, ProbeOutcome)>,
+    /// Attempts that ended, whatever their answer: their bulkhead permits are freed.
+    pub finished: Vec<JobId>,
 }
 
 fn us(d: Duration) -> i64 {
@@ -249,11 +309,66 @@ impl DependencyRecord {
         probe_lease: Duration,
         requests: &[PermitInput],
     ) -> Vec<Decision> {
-        self.policy = Some(policy.clone());
+        self.acquire_bounded(policy, now_us, worker, probe_lease, requests, None)
+    }
+
+    /// [`DependencyRecord::acquire`], with the bulkhead: after the breaker, a job
+    /// goes back to wait ([`WaitReason::Bulkhead`], for the bulkhead's `wait`) when
+    /// the caller has no permit of its own left (`local_free`: how many more of the
+    /// key this worker may start) or when the attempts in flight across every worker
+    /// reach the shared limit. A job that runs (or probes) holds a shared permit until
+    /// its answer is reported or its lease (`probe_lease`) ends.
+    pub fn acquire_bounded(
+        &mut self,
+        policy: &DependencyPolicy,
+        now_us: i64,
+        worker: &str,
+        probe_lease: Duration,
+        requests: &[PermitInput],
+        local_free: Option<u32>,
+    ) -> Vec<Decision> {
+        self.remember(policy);
+        self.in_flight.retain(|held| held.expires_at_us > now_us);
+        let mut local_free = local_free;
         requests
             .iter()
-            .map(|request| self.acquire_one(policy, now_us, worker, probe_lease, request))
+            .map(|request| {
+                let decision = self.acquire_one(
+                    policy,
+                    now_us,
+                    worker,
+                    probe_lease,
+                    request,
+                    &mut local_free,
+                );
+                if policy.bulkhead.is_some()
+                    && matches!(decision, Decision::Run { .. } | Decision::Probe)
+                {
+                    self.in_flight.push(InFlight {
+                        job: request.job,
+                        expires_at_us: now_us.saturating_add(us(probe_lease).max(1)),
+                    });
+                }
+                decision
+            })
             .collect()
+    }
+
+    /// Keeps the caller's policy: the old shape in `policy`, the new parts beside it.
+    fn remember(&mut self, policy: &DependencyPolicy) {
+        self.policy = Some(policy.without_new_parts());
+        self.bulkhead = policy.bulkhead;
+        self.slow_call = policy.breaker.and_then(|b| b.slow_call);
+    }
+
+    /// The last caller's whole policy, the new parts put back.
+    pub fn full_policy(&self) -> Option<DependencyPolicy> {
+        let mut policy = self.policy.clone()?;
+        policy.bulkhead = self.bulkhead;
+        if let Some(breaker) = &mut policy.breaker {
+            breaker.slow_call = self.slow_call;
+        }
+        Some(policy)
     }
 
     fn acquire_one(
@@ -263,6 +378,7 @@ impl DependencyRecord {
         worker: &str,
         probe_lease: Duration,
         request: &PermitInput,
+        local_free: &mut Option<u32>,
     ) -> Decision {
         let park = |p: &DependencyPolicy| Decision::Wait {
             reason: WaitReason::Breaker,
@@ -303,6 +419,19 @@ impl DependencyRecord {
                     self.count_traffic(policy, now_us, request.attempts > 1);
                     return Decision::Probe;
                 }
+            }
+        }
+        if let Some(bulkhead) = &policy.bulkhead {
+            let shared_full = bulkhead
+                .shared
+                .is_some_and(|limit| self.in_flight.len() >= limit as usize);
+            if shared_full || *local_free == Some(0) {
+                self.turned_back += 1;
+                let wait = us(bulkhead.wait).max(1) << self.turn_back_streak.min(4);
+                return Decision::Wait {
+                    reason: WaitReason::Bulkhead,
+                    until_us: now_us + wait,
+                };
             }
         }
         let retry = request.attempts > 1 && !request.reserved;
@@ -359,6 +488,9 @@ impl DependencyRecord {
             }
         }
         self.count_traffic(policy, now_us, retry);
+        if let Some(free) = local_free {
+            *free = free.saturating_sub(1);
+        }
         Decision::Run { wait_us }
     }
 
@@ -382,7 +514,35 @@ impl DependencyRecord {
         failures: u64,
         probe: Option<(JobId, ProbeOutcome)>,
     ) -> bool {
-        self.policy = Some(policy.clone());
+        self.report_calls(
+            policy,
+            now_us,
+            &Calls {
+                successes,
+                failures,
+                probe,
+                ..Calls::default()
+            },
+        )
+    }
+
+    /// [`DependencyRecord::report`], with slow calls and the attempts that ended:
+    /// their bulkhead permits are freed, and while closed a share of slow calls at or
+    /// above the slow-call threshold (over at least `min_requests` answers, slow ones
+    /// included) opens the breaker too.
+    pub fn report_calls(&mut self, policy: &DependencyPolicy, now_us: i64, calls: &Calls) -> bool {
+        self.remember(policy);
+        if !calls.finished.is_empty() {
+            self.in_flight
+                .retain(|held| !calls.finished.contains(&held.job));
+        }
+        let Calls {
+            successes,
+            failures,
+            slow,
+            probe,
+            ..
+        } = *calls;
         let Some(breaker) = policy.breaker else {
             return false;
         };
@@ -390,6 +550,8 @@ impl DependencyRecord {
         self.outcomes.roll(now_us, len);
         self.outcomes.cur[0] += successes;
         self.outcomes.cur[1] += failures;
+        self.slow.roll(now_us, len);
+        self.slow.cur[0] += slow;
         if let Some((job, outcome)) = probe {
             let ours = self.state == BreakerState::HalfOpen
                 && self.probe.as_ref().is_some_and(|p| p.job == job);
@@ -414,9 +576,13 @@ impl DependencyRecord {
         }
         if self.state == BreakerState::Closed && !self.held_open {
             let (ok, failed) = self.outcomes.weighted(now_us, len);
-            let total = ok + failed;
+            let (slow, _) = self.slow.weighted(now_us, len);
+            let total = ok + failed + slow;
+            let too_slow = breaker
+                .slow_call
+                .is_some_and(|s| total > 0.0 && slow / total >= s.threshold);
             if total >= f64::from(breaker.min_requests)
-                && failed / total >= breaker.failure_threshold
+                && (failed / total >= breaker.failure_threshold || too_slow)
             {
                 self.state = BreakerState::Open;
                 self.trips += 1;
@@ -437,6 +603,7 @@ impl DependencyRecord {
         self.probe = None;
         self.cooldown_us = 0;
         self.outcomes = Window::default();
+        self.slow = Window::default();
         self.changed_at_us = Some(now_us);
     }
 

@@ -340,6 +340,7 @@ fn the_retry_budget_holds_retries_to_a_share_of_first_attempts() {
             min_retries: 2,
             window: Duration::from_secs(10),
         }),
+        bulkhead: None,
     };
     let mut record = DependencyRecord::default();
     // 20 first attempts allow 4 retries.
@@ -416,4 +417,104 @@ fn windows_roll_by_whole_lengths() {
     assert_eq!(w.weighted(T0 + 15 * S, 10 * S), (1.5, 2.0));
     w.roll(T0 + 40 * S, 10 * S);
     assert_eq!(w.prev, [0, 0]);
+}
+
+#[test]
+fn slow_calls_open_the_breaker_on_their_own_share() {
+    let policy = DependencyPolicy {
+        breaker: Some(BreakerPolicy {
+            slow_call: Some(crate::dependency::SlowCall::default()),
+            ..BreakerPolicy::default()
+        }),
+        ..DependencyPolicy::off()
+    };
+    let mut record = DependencyRecord::default();
+    let calls = |successes, slow| crate::dependency::Calls {
+        successes,
+        slow,
+        ..Default::default()
+    };
+    assert!(!record.report_calls(&policy, T0, &calls(6, 3)));
+    assert_eq!(record.state, BreakerState::Closed, "3 slow of 9");
+    record.report_calls(&policy, T0 + S, &calls(0, 2));
+    assert_eq!(
+        record.state,
+        BreakerState::Closed,
+        "5 slow of 11: under half"
+    );
+    record.report_calls(&policy, T0 + S, &calls(0, 1));
+    assert_eq!(record.state, BreakerState::Open, "6 slow of 12");
+    assert_eq!(record.trips, 1);
+}
+
+#[test]
+fn the_bulkhead_turns_back_jobs_past_the_local_and_the_shared_limit() {
+    let policy = DependencyPolicy::off().with_bulkhead(crate::dependency::Bulkhead {
+        shared: Some(3),
+        ..Default::default()
+    });
+    let mut record = DependencyRecord::default();
+    let waits = |decisions: &[Decision]| {
+        decisions
+            .iter()
+            .filter(|d| {
+                matches!(
+                    d,
+                    Decision::Wait {
+                        reason: WaitReason::Bulkhead,
+                        ..
+                    }
+                )
+            })
+            .count()
+    };
+    // This worker may start 2 more: the third waits.
+    let first = record.acquire_bounded(
+        &policy,
+        T0,
+        "w1",
+        lease(),
+        &[input(1), input(2), input(3)],
+        Some(2),
+    );
+    assert_eq!(waits(&first), 1, "{first:?}");
+    assert_eq!(
+        first[2],
+        Decision::Wait {
+            reason: WaitReason::Bulkhead,
+            until_us: T0 + 500_000
+        }
+    );
+    // Another worker, no local limit: one shared permit is left of 3.
+    let second = record.acquire_bounded(&policy, T0, "w2", lease(), &[input(4), input(5)], None);
+    assert_eq!(waits(&second), 1, "{second:?}");
+    assert_eq!(record.in_flight.len(), 3);
+    assert_eq!(record.turned_back, 2);
+    // Job 1 ends: its permit is free for the next.
+    record.report_calls(
+        &policy,
+        T0 + S,
+        &crate::dependency::Calls {
+            successes: 1,
+            finished: vec![1],
+            ..Default::default()
+        },
+    );
+    let third = record.acquire_bounded(&policy, T0 + S, "w2", lease(), &[input(6)], None);
+    assert_eq!(waits(&third), 0, "{third:?}");
+}
+
+#[test]
+fn a_record_with_the_new_parts_keeps_its_policy_in_the_old_shape() {
+    let policy = DependencyPolicy::default();
+    let mut record = DependencyRecord::default();
+    record.acquire(&policy, T0, "w1", lease(), &[input(1)]);
+    let json = serde_json::to_value(&record).unwrap();
+    let stored = json["policy"].to_string();
+    assert!(
+        !stored.contains("bulkhead") && !stored.contains("slow_call"),
+        "an older release refuses unknown fields in the policy: {stored}"
+    );
+    let back: DependencyRecord = serde_json::from_value(json).unwrap();
+    assert_eq!(back.full_policy(), Some(policy));
 }

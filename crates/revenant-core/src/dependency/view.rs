@@ -37,6 +37,9 @@ pub struct DependencyState {
     pub rate_limit: Option<RateState>,
     /// The retry budget, when one is set.
     pub retry_budget: Option<BudgetState>,
+    /// The bulkhead, when one is set.
+    #[serde(default)]
+    pub bulkhead: Option<BulkheadState>,
     /// Jobs waiting on it, by reason.
     pub waiting: WaitingCounts,
 }
@@ -67,6 +70,38 @@ pub struct Answers {
     pub threshold: f64,
     /// The fewest answers that can open it.
     pub min_requests: u32,
+    /// Calls counted slow in it (each call counts once: a success, a failure or
+    /// slow, so slow calls are not in `successes` or `failures`).
+    #[serde(default)]
+    pub slow: f64,
+    /// `slow / (successes + failures + slow)`, 0 when there is none.
+    #[serde(default)]
+    pub slow_share: f64,
+    /// The slow-call share that opens the breaker; none when slow calls are not
+    /// counted.
+    #[serde(default)]
+    pub slow_threshold: Option<f64>,
+    /// How long a call runs before it is slow, seconds.
+    #[serde(default)]
+    pub slow_call_secs: Option<f64>,
+}
+
+/// The bulkhead: attempts in flight and the limits.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BulkheadState {
+    /// Attempts holding a permit now, across every worker (as reported: an attempt
+    /// that ended is counted until its worker's next report, within 200 ms).
+    pub in_flight: u64,
+    /// The limit across every worker, if one is set.
+    pub shared_limit: Option<u32>,
+    /// The limit per worker, if a fixed one is set.
+    pub per_worker_limit: Option<u32>,
+    /// Else the share of a queue's slots each worker gives it.
+    pub per_worker_share: f64,
+    /// Whether each worker adapts its limit (AIMD).
+    pub adaptive: bool,
+    /// Jobs turned back at a limit since the dependency was first seen.
+    pub turned_back: u64,
 }
 
 /// The rate limit.
@@ -120,13 +155,28 @@ fn time(us: i64) -> Option<Timestamp> {
 impl DependencyRecord {
     /// The record as seen at `now`.
     pub fn view(&self, key: &str, now_us: i64, waiting: WaitingCounts) -> DependencyState {
-        let policy = self.policy.clone().unwrap_or_default();
+        let policy = self.full_policy().unwrap_or_default();
         let breaker = policy.breaker.unwrap_or_default();
         let len = i64::try_from(breaker.window.as_micros()).unwrap_or(i64::MAX);
         let mut outcomes = self.outcomes;
         outcomes.roll(now_us, len);
         let (successes, failures) = outcomes.weighted(now_us, len);
-        let total = successes + failures;
+        let mut slow_window = self.slow;
+        slow_window.roll(now_us, len);
+        let (slow, _) = slow_window.weighted(now_us, len);
+        let total = successes + failures + slow;
+        let bulkhead = policy.bulkhead.map(|b| BulkheadState {
+            in_flight: self
+                .in_flight
+                .iter()
+                .filter(|held| held.expires_at_us > now_us)
+                .count() as u64,
+            shared_limit: b.shared,
+            per_worker_limit: b.max_in_flight,
+            per_worker_share: b.share,
+            adaptive: b.adaptive,
+            turned_back: self.turned_back,
+        });
         let rate_limit = policy.rate_limit.map(|rate| {
             let t = rate.interval_us() as f64;
             let behind = (self.next_start_us - now_us).max(0) as f64;
@@ -177,11 +227,16 @@ impl DependencyRecord {
                 failure_share: if total > 0.0 { failures / total } else { 0.0 },
                 threshold: breaker.failure_threshold,
                 min_requests: breaker.min_requests,
+                slow,
+                slow_share: if total > 0.0 { slow / total } else { 0.0 },
+                slow_threshold: breaker.slow_call.map(|s| s.threshold),
+                slow_call_secs: breaker.slow_call.map(|s| s.duration.as_secs_f64()),
             },
             trips: self.trips,
             changed_at: self.changed_at_us.and_then(time),
             rate_limit,
             retry_budget,
+            bulkhead,
             waiting,
         }
     }

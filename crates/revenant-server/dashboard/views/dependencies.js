@@ -61,10 +61,28 @@ function breakerCell(d) {
 
 function answersCell(d) {
   const a = d.answers;
-  const total = a.successes + a.failures;
+  const slow = a.slow || 0;
+  const total = a.successes + a.failures + slow;
   const over = total > 0 && total >= a.min_requests && a.failure_share >= a.threshold;
+  const slowOver = a.slow_threshold != null && total >= a.min_requests && a.slow_share >= a.slow_threshold;
   return html`<span class="${over ? "bad-text" : ""}" data-testid="failure-share">${pct(a.failure_share)}</span> failed of ${trim(total)}
-    <div class="small">opens at ${pct(a.threshold)} of at least ${count(a.min_requests)} in ${duration(a.window_secs)}</div>`;
+    ${a.slow_threshold != null ? html`<div><span class="${slowOver ? "bad-text" : ""}" data-testid="slow-share">${pct(a.slow_share)}</span> slow (over ${duration(a.slow_call_secs)})</div>` : ""}
+    <div class="small">opens at ${pct(a.threshold)}${a.slow_threshold != null ? html` failed or ${pct(a.slow_threshold)} slow` : ""} of at least ${count(a.min_requests)} in ${duration(a.window_secs)}</div>`;
+}
+
+// The bulkhead: attempts in flight across the workers, and the limits.
+function inFlightCell(d) {
+  const b = d.bulkhead;
+  if (!b) return html`<span class="faint">no limit</span>`;
+  const limit = b.shared_limit != null
+    ? html` of ${count(b.shared_limit)}`
+    : "";
+  const perWorker = b.per_worker_limit != null
+    ? `${count(b.per_worker_limit)} per worker`
+    : `${pct(b.per_worker_share)} of a queue's slots per worker`;
+  const full = b.shared_limit != null && b.in_flight >= b.shared_limit;
+  return html`<span class="${full ? "warn-text" : ""}" data-testid="in-flight">${count(b.in_flight)}${limit}</span>
+    <div class="small">${perWorker}${b.adaptive ? " (adaptive)" : ""} · ${count(b.turned_back)} turned back</div>`;
 }
 
 function probeCell(d) {
@@ -130,6 +148,7 @@ function table(dependencies) {
       <th scope="col">Dependency</th>
       <th scope="col">Breaker</th>
       <th scope="col">Failures</th>
+      <th scope="col">In flight</th>
       <th scope="col">Next probe</th>
       <th scope="col">Rate limit</th>
       <th scope="col">Retry budget</th>
@@ -140,6 +159,7 @@ function table(dependencies) {
       <th scope="row" class="mono dep-key">${d.dependency}</th>
       <td>${breakerCell(d)}</td>
       <td>${answersCell(d)}</td>
+      <td>${inFlightCell(d)}</td>
       <td>${probeCell(d)}</td>
       <td>${rateCell(d)}</td>
       <td>${budgetCell(d)}</td>

@@ -210,6 +210,7 @@ test("an operator closes a breaker held open, holds it again and releases it", a
   await row.waitFor();
   await assertText(row.getByTestId("breaker-state"), /^open$/, "the held breaker shows open");
   await row.getByTestId("held-open").waitFor();
+  await assertText(row.getByTestId("in-flight"), /^0$/, "no attempt of it in flight");
   assert.equal(await row.getByTestId("breaker-open").isDisabled(), true, "Open is disabled while held");
   await shot("dependency-held-open");
 

@@ -45,6 +45,7 @@
 //! ([`scenario::MAX_SCALE_WITHOUT_BREAKER`]). A faster `--scale` is refused with the
 //! reason rather than played into checks that fail for the machine's sake.
 
+mod hang;
 mod live;
 mod provider;
 mod report;
@@ -139,6 +140,50 @@ pub struct DemoArgs {
     /// `--rate-limit`, the rate limit is 96% of `--provider-limit`.
     #[command(flatten)]
     pub protection: ProtectionArgs,
+    /// Play another story: a provider that hangs beside one that answers at once, in
+    /// one queue of 10 slots, in real time (about 30 s), before and with the
+    /// bulkhead and slow-call counting; prints the figures beside the simulator's.
+    #[arg(long)]
+    pub hang: bool,
+    /// With `--hang`: run against this database (`sqlite://...` or `postgres://...`)
+    /// instead of a temporary SQLite file. Each run uses a queue and dependency keys
+    /// of its own.
+    #[arg(long, value_name = "URL", requires = "hang")]
+    pub database_url: Option<String>,
+}
+
+/// `revenant demo --hang`.
+async fn run_hang(args: DemoArgs) -> Result<ExitCode, CliError> {
+    let Some(policies) = args.protection.policies()? else {
+        return Err(InputError::new(
+            "no-breaker",
+            "--hang compares the protections; leave out --no-breaker",
+        )
+        .into());
+    };
+    let dir = temporary_dir()
+        .map_err(|err| CliError::Failed(format!("cannot make a temporary directory: {err}")))?;
+    let (store, backend): (Arc<dyn Store>, String) = match &args.database_url {
+        Some(url) => (
+            revenant::connect(url).await?,
+            url.split("://").next().unwrap_or("database").to_string(),
+        ),
+        None => (
+            Arc::new(SqliteStore::open(&dir.path().join("revenant.db")).await?),
+            "sqlite".to_string(),
+        ),
+    };
+    let summary = hang::run(store, &backend, policies, args.json).await?;
+    let g = &summary.goals;
+    let ok = g.healthy_at_most_twice_alone_plus_window
+        && g.hanging_held_at_most_its_limit
+        && g.none_dead
+        && g.backlog_delivered_at_its_rate;
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// The poison receipt, before and after the redrive.
@@ -209,6 +254,9 @@ struct Summary {
 
 /// Plays the story; exits 0 when every check passes, 1 otherwise.
 pub async fn run(args: DemoArgs) -> Result<ExitCode, CliError> {
+    if args.hang {
+        return run_hang(args).await;
+    }
     let began = Instant::now();
     let protection = args.protection.policies()?.map(|p| p.default);
     let limit = (args.provider_limit != 0.0).then_some(args.provider_limit);

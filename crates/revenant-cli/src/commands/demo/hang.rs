@@ -1,0 +1,655 @@
+//! `revenant demo --hang`: a provider that hangs beside one that answers at once, in
+//! one queue's slots, in real time.
+//!
+//! Two fake providers listen on loopback: `healthy` answers every request at once;
+//! `hanging` accepts the connection, reads the request and answers nothing until it is
+//! told to recover. One queue of 10 slots gets 200 `http` jobs for each, interleaved,
+//! each request with a 5 s timeout. Three runs, each on its own queue and dependency
+//! keys (so the runs share no breaker):
+//!
+//! 1. **alone**: the 200 healthy jobs without the others: the time to beat;
+//! 2. **before**: beside the hanging ones, protected as before the bulkhead (breaker,
+//!    retry budget; no bulkhead, no slow-call counting): every slot waits out a
+//!    timeout until the breaker has seen enough failures;
+//! 3. **with**: the same, protected as `revenant work` protects by default (or as the
+//!    protection flags say), then the hanging provider recovers and its backlog is
+//!    delivered, paced by its rate limit (50 a second unless `--rate-limit` says).
+//!
+//! Measured: when the last healthy job was delivered (its provider's 200th answer),
+//! the most requests the hanging provider held at once (the slots it took), dead
+//! jobs, and the recovery. `revenant_sim::hang` predicts the first two from the
+//! alone run's time; the table puts them side by side. Exit 0 when the goals hold.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use revenant::dependency::{DependencyPolicies, DependencyPolicy, RateLimit};
+use revenant::store::{DependencyListParams, QueueStatsParams};
+use revenant::{Client, DependencyConfig, NewJob, PolicySet, RetryPolicy, Store};
+use revenant_kinds::HttpHandler;
+use revenant_sim::hang::{predict, HangPrediction, HangScenario};
+use serde::Serialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::error::CliError;
+
+/// The queue's slots.
+const SLOTS: usize = 10;
+/// Jobs per provider.
+const JOBS: u32 = 200;
+/// The requests' timeout.
+const TIMEOUT: Duration = Duration::from_secs(5);
+/// The hanging provider's rate limit after recovery, unless the flags set one.
+const RECOVERY_RATE: f64 = 50.0;
+/// How long any phase may take before the demo gives up.
+const PHASE_DEADLINE: Duration = Duration::from_secs(180);
+
+/// A fake provider on loopback.
+#[derive(Clone)]
+struct FakeProvider {
+    port: u16,
+    state: Arc<ProviderState>,
+}
+
+#[derive(Default)]
+struct ProviderState {
+    /// Hold requests unanswered.
+    hanging: AtomicBool,
+    /// Told when `hanging` is cleared.
+    recovered: tokio::sync::Notify,
+    /// 200s sent.
+    answered: AtomicU64,
+    /// Requests held unanswered now, and the most at once.
+    held: AtomicI64,
+    peak_held: AtomicI64,
+    /// When each 200 went.
+    answers: Mutex<Vec<Instant>>,
+}
+
+impl FakeProvider {
+    async fn start(hanging: bool) -> std::io::Result<FakeProvider> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        let state = Arc::new(ProviderState::default());
+        state.hanging.store(hanging, Ordering::SeqCst);
+        let s = state.clone();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                tokio::spawn(serve(socket, s.clone()));
+            }
+        });
+        Ok(FakeProvider { port, state })
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/deliver", self.port)
+    }
+
+    fn recover(&self) {
+        self.state.hanging.store(false, Ordering::SeqCst);
+        self.state.recovered.notify_waiters();
+    }
+
+    fn answered(&self) -> u64 {
+        self.state.answered.load(Ordering::SeqCst)
+    }
+
+    fn peak_held(&self) -> i64 {
+        self.state.peak_held.load(Ordering::SeqCst)
+    }
+
+    /// The most 200s in any one second since `from`.
+    fn peak_per_second(&self, from: Instant) -> usize {
+        let answers = self.state.answers.lock().unwrap_or_else(|p| p.into_inner());
+        let times: Vec<Instant> = answers.iter().copied().filter(|t| *t >= from).collect();
+        let mut best = 0;
+        for (i, start) in times.iter().enumerate() {
+            let n = times[i..]
+                .iter()
+                .take_while(|t| t.duration_since(*start) < Duration::from_secs(1))
+                .count();
+            best = best.max(n);
+        }
+        best
+    }
+}
+
+/// Serves one connection: request after request (keep-alive), each answered `200`
+/// at once, or held while the provider hangs. A held request whose client gives up
+/// (closes the connection) is dropped.
+async fn serve(mut socket: TcpStream, state: Arc<ProviderState>) {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        // One request: the head, then the body its Content-Length announces.
+        let head_end = loop {
+            if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+            match socket.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        while buf.len() < head_end + length {
+            match socket.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        buf.drain(..head_end + length);
+        let held = state.hanging.load(Ordering::SeqCst);
+        if held {
+            let now = state.held.fetch_add(1, Ordering::SeqCst) + 1;
+            state.peak_held.fetch_max(now, Ordering::SeqCst);
+            let recovered = state.recovered.notified();
+            tokio::pin!(recovered);
+            recovered.as_mut().enable();
+            let gone = if state.hanging.load(Ordering::SeqCst) {
+                tokio::select! {
+                    _ = &mut recovered => false,
+                    // The client gave up (its timeout): the connection closes.
+                    read = socket.read(&mut chunk) => matches!(read, Ok(0) | Err(_)),
+                }
+            } else {
+                false
+            };
+            state.held.fetch_sub(1, Ordering::SeqCst);
+            if gone {
+                return;
+            }
+        }
+        let answer =
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+        if socket.write_all(answer).await.is_err() {
+            return;
+        }
+        state.answered.fetch_add(1, Ordering::SeqCst);
+        if !held {
+            // Requests sent before the recovery and answered by it were not paced by
+            // the recovery: only the others count for its busiest second.
+            state
+                .answers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(Instant::now());
+        }
+    }
+}
+
+/// One run's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunFigures {
+    /// When the last healthy job was delivered, seconds from the enqueue.
+    pub healthy_secs: f64,
+    /// The most requests the hanging provider held at once.
+    pub hanging_peak_slots: i64,
+    /// Dead jobs in the run's queue when it ended.
+    pub dead: i64,
+    /// Times the hanging dependency's breaker opened.
+    pub breaker_trips: u64,
+    /// Jobs turned back at the hanging dependency's bulkhead.
+    pub turned_back: u64,
+    /// After the hanging provider recovered: seconds until its backlog was delivered.
+    pub recovery_secs: Option<f64>,
+    /// After it recovered: the most requests sent after the recovery that it answered
+    /// in any one second (the few held across the recovery, answered by it, are not
+    /// counted: they were sent before).
+    pub recovery_peak_per_sec: Option<usize>,
+}
+
+/// Predicted beside measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Compared {
+    /// The run.
+    pub measured: RunFigures,
+    /// The model's prediction for it.
+    pub predicted: HangPrediction,
+    /// |measured - predicted| / measured, for the healthy jobs' time.
+    pub healthy_error: f64,
+}
+
+/// The whole demo's figures.
+#[derive(Debug, Serialize)]
+pub struct HangSummary {
+    /// The backend the runs used (`sqlite` or `postgres`).
+    pub backend: String,
+    /// The healthy jobs alone.
+    pub alone: RunFigures,
+    /// Beside the hanging ones, protected as before the bulkhead.
+    pub before: Compared,
+    /// Beside the hanging ones, with the bulkhead and slow calls.
+    pub with: Compared,
+    /// The hanging dependency's rate limit after recovery, a second.
+    pub recovery_rate: f64,
+    /// The goals: healthy at most 2x alone plus the breaker's first window (10 s);
+    /// hanging at most its limit; none dead; the backlog delivered within the rate
+    /// limit; the model within 10% of the measured time.
+    pub goals: Goals,
+    /// How long the demo took, seconds.
+    pub wall_secs: f64,
+}
+
+/// The goals, checked.
+#[derive(Debug, Serialize)]
+pub struct Goals {
+    /// The healthy jobs beside the hang took at most twice their time alone plus the
+    /// breaker's first window.
+    pub healthy_at_most_twice_alone_plus_window: bool,
+    /// The hanging dependency held at most its bulkhead limit.
+    pub hanging_held_at_most_its_limit: bool,
+    /// No job dead-lettered by the hang.
+    pub none_dead: bool,
+    /// The recovered backlog was delivered, never faster than its rate limit (one
+    /// second's burst of slack).
+    pub backlog_delivered_at_its_rate: bool,
+    /// The model's healthy time within 10% of the measured one, in the run with the
+    /// bulkhead.
+    pub simulator_within_ten_percent: bool,
+}
+
+/// Runs the three runs against `store` and prints the table (or JSON).
+pub async fn run(
+    store: Arc<dyn Store>,
+    backend: &str,
+    policies: DependencyPolicies,
+    json: bool,
+) -> Result<HangSummary, CliError> {
+    let began = Instant::now();
+    let say = |text: &str| {
+        if json {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+    };
+    let tag = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+    );
+    let with_policy = policies.default.clone();
+    let before_policy = DependencyPolicy {
+        bulkhead: None,
+        breaker: with_policy
+            .breaker
+            .map(|b| revenant::dependency::BreakerPolicy {
+                slow_call: None,
+                ..b
+            }),
+        ..with_policy.clone()
+    };
+    let recovery_rate = with_policy
+        .rate_limit
+        .map_or(RECOVERY_RATE, |r| r.per_second);
+    let limit = with_policy.bulkhead.map(|b| i64::from(b.limit_for(SLOTS)));
+    say(&format!(
+        "revenant demo --hang on {backend}: {JOBS} jobs for a provider that answers at once, {JOBS} for one that hangs, one queue of {SLOTS} slots, requests time out after {}s",
+        TIMEOUT.as_secs()
+    ));
+
+    // A first run pays for the store's and the HTTP client's first connections and
+    // caches; the time to beat should not.
+    one_run_sized(
+        &store,
+        &tag,
+        "warm-up",
+        &with_policy,
+        recovery_rate,
+        false,
+        false,
+        20,
+    )
+    .await?;
+    say("1/3 the healthy jobs alone ...");
+    let alone = one_run(
+        &store,
+        &tag,
+        "alone",
+        &with_policy,
+        recovery_rate,
+        false,
+        false,
+    )
+    .await?;
+    say(&format!("    delivered in {:.2}s", alone.healthy_secs));
+    say("2/3 beside the hanging ones, protected as before (breaker and budget; no bulkhead, no slow calls) ...");
+    let before = one_run(
+        &store,
+        &tag,
+        "before",
+        &before_policy,
+        recovery_rate,
+        true,
+        false,
+    )
+    .await?;
+    say(&format!(
+        "    delivered in {:.2}s; the hanging provider held {} requests at once",
+        before.healthy_secs, before.hanging_peak_slots
+    ));
+    say("3/3 beside the hanging ones, with the bulkhead and slow calls; then the hanging provider recovers ...");
+    let with = one_run(
+        &store,
+        &tag,
+        "with",
+        &with_policy,
+        recovery_rate,
+        true,
+        true,
+    )
+    .await?;
+    say(&format!(
+        "    delivered in {:.2}s; the hanging provider held {} requests at once; its backlog delivered {:.1}s after it recovered",
+        with.healthy_secs,
+        with.hanging_peak_slots,
+        with.recovery_secs.unwrap_or(f64::NAN)
+    ));
+
+    let scenario = |policy: &DependencyPolicy| HangScenario {
+        slots: SLOTS as u32,
+        healthy: JOBS,
+        hanging: JOBS,
+        // Calibrated on the run alone: what one healthy job costs on this machine.
+        service_secs: alone.healthy_secs * SLOTS as f64 / f64::from(JOBS),
+        timeout_secs: TIMEOUT.as_secs_f64(),
+        retry_secs: 10.0,
+        slow_after_secs: policy
+            .breaker
+            .and_then(|b| b.slow_call)
+            .map(|s| s.duration.as_secs_f64()),
+        min_requests: policy.breaker.map(|b| b.min_requests),
+        report_secs: 0.2,
+        limit: policy.bulkhead.map(|b| b.limit_for(SLOTS)),
+        bulkhead_wait_secs: policy.bulkhead.map_or(0.5, |b| b.wait.as_secs_f64()),
+    };
+    let compare = |measured: RunFigures, policy: &DependencyPolicy| {
+        let predicted = predict(&scenario(policy));
+        Compared {
+            healthy_error: (measured.healthy_secs - predicted.healthy_done_secs).abs()
+                / measured.healthy_secs.max(1e-9),
+            measured,
+            predicted,
+        }
+    };
+    let before = compare(before, &before_policy);
+    let with = compare(with, &with_policy);
+    let window = with_policy.breaker.map_or(10.0, |b| b.window.as_secs_f64());
+    let goals = Goals {
+        healthy_at_most_twice_alone_plus_window: with.measured.healthy_secs
+            <= 2.0 * alone.healthy_secs + window,
+        hanging_held_at_most_its_limit: limit.is_none_or(|l| with.measured.hanging_peak_slots <= l),
+        none_dead: before.measured.dead == 0 && with.measured.dead == 0,
+        backlog_delivered_at_its_rate: with.measured.recovery_secs.is_some()
+            && with
+                .measured
+                .recovery_peak_per_sec
+                .is_some_and(|p| p as f64 <= recovery_rate + 1.0),
+        simulator_within_ten_percent: with.healthy_error <= 0.10,
+    };
+    let summary = HangSummary {
+        backend: backend.to_string(),
+        alone,
+        before,
+        with,
+        recovery_rate,
+        goals,
+        wall_secs: began.elapsed().as_secs_f64(),
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&summary)
+                .map_err(|err| CliError::Failed(err.to_string()))?
+        );
+    } else {
+        print!("{}", table(&summary, limit));
+    }
+    Ok(summary)
+}
+
+/// The summary as a Markdown table.
+fn table(s: &HangSummary, limit: Option<i64>) -> String {
+    let alone = s.alone.healthy_secs;
+    let times = |c: &Compared| {
+        format!(
+            "{:.2}s ({:.1}x alone); predicted {:.2}s ({:.0}% off)",
+            c.measured.healthy_secs,
+            c.measured.healthy_secs / alone,
+            c.predicted.healthy_done_secs,
+            c.healthy_error * 100.0
+        )
+    };
+    let slots = |c: &Compared| {
+        format!(
+            "{} of {SLOTS}; predicted {}",
+            c.measured.hanging_peak_slots, c.predicted.hanging_peak_slots
+        )
+    };
+    let mut out = String::new();
+    out.push_str(&format!(
+        "\n| scenario ({}, healthy alone: {alone:.2}s) | before (breaker, budget) | with bulkhead and slow calls | goal |\n| --- | --- | --- | --- |\n",
+        s.backend
+    ));
+    out.push_str(&format!(
+        "| healthy dependency's delivery beside the hanging one | {} | {} | at most 2x alone + the breaker's window |\n",
+        times(&s.before),
+        times(&s.with)
+    ));
+    out.push_str(&format!(
+        "| slots held by the hanging dependency | {} | {} | at most its limit ({}) |\n",
+        slots(&s.before),
+        slots(&s.with),
+        limit.map_or("none".to_string(), |l| l.to_string())
+    ));
+    out.push_str(&format!(
+        "| jobs dead-lettered by the hang | {} | {} | 0 |\n",
+        s.before.measured.dead, s.with.measured.dead
+    ));
+    out.push_str(&format!(
+        "| hanging dependency recovers: backlog delivered | - | in {:.1}s, busiest second {} | paced at its rate limit ({}/s) |\n",
+        s.with.measured.recovery_secs.unwrap_or(f64::NAN),
+        s.with
+            .measured
+            .recovery_peak_per_sec
+            .map_or("-".to_string(), |p| p.to_string()),
+        s.recovery_rate
+    ));
+    out.push_str(&format!(
+        "| breaker trips / jobs turned back at the bulkhead | {} / {} | {} / {} | |\n",
+        s.before.measured.breaker_trips,
+        s.before.measured.turned_back,
+        s.with.measured.breaker_trips,
+        s.with.measured.turned_back
+    ));
+    let g = &s.goals;
+    out.push_str(&format!(
+        "\ngoals: healthy within 2x + window: {}; hanging within its limit: {}; none dead: {}; backlog at its rate: {}; simulator within 10%: {}\n",
+        yes(g.healthy_at_most_twice_alone_plus_window),
+        yes(g.hanging_held_at_most_its_limit),
+        yes(g.none_dead),
+        yes(g.backlog_delivered_at_its_rate),
+        yes(g.simulator_within_ten_percent),
+    ));
+    out
+}
+
+fn yes(ok: bool) -> &'static str {
+    if ok {
+        "yes"
+    } else {
+        "NO"
+    }
+}
+
+/// One run on a queue and keys of its own.
+async fn one_run(
+    store: &Arc<dyn Store>,
+    tag: &str,
+    name: &str,
+    policy: &DependencyPolicy,
+    recovery_rate: f64,
+    with_hanging: bool,
+    recover: bool,
+) -> Result<RunFigures, CliError> {
+    one_run_sized(
+        store,
+        tag,
+        name,
+        policy,
+        recovery_rate,
+        with_hanging,
+        recover,
+        JOBS,
+    )
+    .await
+}
+
+/// [`one_run`] with `jobs` jobs per provider.
+#[allow(clippy::too_many_arguments)] // reason: one private helper, each argument named at its two call sites
+async fn one_run_sized(
+    store: &Arc<dyn Store>,
+    tag: &str,
+    name: &str,
+    policy: &DependencyPolicy,
+    recovery_rate: f64,
+    with_hanging: bool,
+    recover: bool,
+    jobs_each: u32,
+) -> Result<RunFigures, CliError> {
+    let queue = format!("hang-demo-{name}-{tag}");
+    let healthy_key = format!("healthy-{name}-{tag}");
+    let hanging_key = format!("hanging-{name}-{tag}");
+    let healthy = FakeProvider::start(false)
+        .await
+        .map_err(|err| CliError::Failed(format!("cannot start a fake provider: {err}")))?;
+    let hanging = FakeProvider::start(true)
+        .await
+        .map_err(|err| CliError::Failed(format!("cannot start a fake provider: {err}")))?;
+    let hanging_policy = DependencyPolicy {
+        rate_limit: Some(RateLimit::per_second(recovery_rate)),
+        ..policy.clone()
+    };
+    let policies = DependencyPolicies::new(policy.clone()).with_key(&hanging_key, hanging_policy);
+    // Ten attempts from 10 s: a hang that outlives a retry or two kills nothing.
+    let retry = RetryPolicy::builder()
+        .attempt_timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|err| CliError::Failed(err.to_string()))?;
+    let client = Client::new(store.clone()).with_policies(PolicySet::new(retry));
+    let worker = client
+        .worker()
+        .queue(&queue, SLOTS)
+        .handler(
+            HttpHandler::builder()
+                .allow_net("127.0.0.1/32")
+                .map_err(|err| CliError::Failed(err.to_string()))?
+                .build()
+                .map_err(|err| CliError::Failed(err.to_string()))?,
+        )
+        .dependencies(DependencyConfig::new(policies))
+        .worker_id(format!("revenant-demo-hang-{name}"))
+        .poll_interval(Duration::from_millis(20))
+        .shutdown_grace(Duration::from_millis(500))
+        .build()
+        .map_err(|err| CliError::Failed(err.to_string()))?;
+    let stop = worker.shutdown_handle();
+    let task = tokio::spawn(worker.run_until(std::future::pending()));
+
+    let timeout = format!("{}s", TIMEOUT.as_secs());
+    let mut jobs = Vec::new();
+    for _ in 0..jobs_each {
+        jobs.push(NewJob::new(
+            &queue,
+            "http",
+            serde_json::json!({"url": healthy.url(), "timeout": timeout, "dependency": healthy_key}),
+        ));
+        if with_hanging {
+            jobs.push(NewJob::new(
+                &queue,
+                "http",
+                serde_json::json!({"url": hanging.url(), "timeout": timeout, "dependency": hanging_key}),
+            ));
+        }
+    }
+    let started = Instant::now();
+    client.enqueue_many(jobs).await?;
+    let deadline = started + PHASE_DEADLINE;
+    while healthy.answered() < u64::from(jobs_each) {
+        if Instant::now() > deadline {
+            stop.shutdown();
+            return Err(CliError::Failed(format!(
+                "the healthy jobs were not delivered within {}s",
+                PHASE_DEADLINE.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let healthy_secs = started.elapsed().as_secs_f64();
+    let (mut recovery_secs, mut recovery_peak) = (None, None);
+    if recover {
+        let recovered_at = Instant::now();
+        hanging.recover();
+        let deadline = recovered_at + PHASE_DEADLINE;
+        loop {
+            let counts = counts(store.as_ref(), &queue).await?;
+            if counts.0 >= i64::from(2 * jobs_each) {
+                break;
+            }
+            if Instant::now() > deadline {
+                stop.shutdown();
+                return Err(CliError::Failed(format!(
+                    "the hanging provider's backlog was not delivered within {}s of its recovery",
+                    PHASE_DEADLINE.as_secs()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        recovery_secs = Some(recovered_at.elapsed().as_secs_f64());
+        recovery_peak = Some(hanging.peak_per_second(recovered_at));
+    }
+    let (_, dead) = counts(store.as_ref(), &queue).await?;
+    let state = store
+        .dependency_list(DependencyListParams {
+            dependency: Some(hanging_key.clone()),
+            now: None,
+        })
+        .await?;
+    stop.shutdown();
+    // Let the hanging calls of a run that does not recover be cancelled, not waited.
+    hanging.recover();
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    Ok(RunFigures {
+        healthy_secs,
+        hanging_peak_slots: hanging.peak_held(),
+        dead,
+        breaker_trips: state.first().map_or(0, |s| s.trips),
+        turned_back: state
+            .first()
+            .and_then(|s| s.bulkhead)
+            .map_or(0, |b| b.turned_back),
+        recovery_secs,
+        recovery_peak_per_sec: recovery_peak,
+    })
+}
+
+/// Completed and dead jobs of `queue`.
+async fn counts(store: &dyn Store, queue: &str) -> Result<(i64, i64), CliError> {
+    let stats = store
+        .queue_stats(QueueStatsParams {
+            queue: Some(queue.to_string()),
+            ..QueueStatsParams::default()
+        })
+        .await?;
+    Ok(stats.first().map_or((0, 0), |s| (s.completed, s.dead)))
+}
