@@ -458,13 +458,21 @@ async fn a_handler_whose_heartbeats_never_answer_is_given_up_before_its_lease_ru
         .handler_fn("long", move |ctx: JobContext, _: serde_json::Value| {
             let seen = seen.clone();
             let run = runs.fetch_add(1, Ordering::SeqCst);
+            // Records when the runtime stopped the first run: it cancels the token
+            // and drops the future, so the record is made when the future goes.
+            struct Stopped(Arc<std::sync::Mutex<Vec<Duration>>>, tokio::time::Instant);
+            impl Drop for Stopped {
+                fn drop(&mut self) {
+                    self.0.lock().unwrap().push(self.1.elapsed());
+                }
+            }
+            let stopped = (run == 0).then(|| Stopped(seen.clone(), tokio::time::Instant::now()));
             async move {
+                let _stopped = stopped;
                 if run > 0 {
                     return Ok(());
                 }
-                let started = tokio::time::Instant::now();
                 ctx.cancelled().await;
-                seen.lock().unwrap().push(started.elapsed());
                 Ok(())
             }
         })
