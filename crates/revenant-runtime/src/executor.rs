@@ -101,15 +101,22 @@ pub(crate) async fn run(
             }
         }
     }
-    if Instant::now() >= claim_sent + claim_lease.saturating_sub(give_up_margin(claim_lease)) {
+    // The lease lasts at least this long from when the call that set it was sent.
+    let mut held = (claim_lease, claim_sent);
+    if shared.heartbeats
+        && Instant::now() >= claim_sent + claim_lease.saturating_sub(give_up_margin(claim_lease))
+    {
         // The claim was answered (or the job's turn came) only when its lease could have
-        // run out: a partition that held the answer back. Another worker may hold the
-        // job now, so it is not run; the release (fenced) gives the attempt back if the
-        // job is still ours.
-        report(&shared, ticket.as_ref(), job.id, Answer::Neutral);
-        let released = shared.completer.send(Ack::Release(lease)).await;
-        tracing::warn!(job_id = job.id, queue = %job.queue, kind = %job.kind, lease_ms = claim_lease.as_millis() as u64, result = ?released, "claim answered after its lease could have run out: not run, lease released");
-        return;
+        // run out (a partition held the answer back, a write waited long): run it only
+        // if a heartbeat finds the lease still this worker's.
+        match confirm_lease(&shared, lease, &policy).await {
+            Some(sent) => held = (policy.lease(), sent),
+            None => {
+                report(&shared, ticket.as_ref(), job.id, Answer::Neutral);
+                tracing::warn!(job_id = job.id, queue = %job.queue, kind = %job.kind, lease_ms = claim_lease.as_millis() as u64, "claim answered after its lease could have run out, and the lease is gone: not run");
+                return;
+            }
+        }
     }
     let cancel = CancellationToken::new();
     let started = Instant::now();
@@ -142,7 +149,12 @@ pub(crate) async fn run(
         shared.clone(),
         lease,
         policy,
-        (claim_lease, claim_sent),
+        Held {
+            claim_lease,
+            lease: held.0,
+            sent: held.1,
+            deadline: started + policy.attempt_timeout(),
+        },
         beat_stop.clone(),
     ));
     let ended = tokio::select! {
@@ -242,6 +254,36 @@ fn report(
     }
 }
 
+/// Whether the lease of a claim answered late is still this worker's: a heartbeat,
+/// retried on store errors until it is answered (the fence decides: applied means
+/// nobody else claimed the job, and the lease is renewed). The send time of the
+/// applied call, or `None` (lease lost, or a hard stop).
+async fn confirm_lease(shared: &Shared, lease: LeaseRef, policy: &RetryPolicy) -> Option<Instant> {
+    let sent = std::sync::Mutex::new(Instant::now());
+    let confirmed = retry("job_heartbeat", &shared.hard_stop, || {
+        *sent.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        shared.store.job_heartbeat(JobHeartbeatParams {
+            lease,
+            lease_for: policy.lease(),
+            now: None,
+        })
+    })
+    .await;
+    let sent = *sent.lock().unwrap_or_else(|e| e.into_inner());
+    matches!(confirmed, Ok(Fenced::Applied)).then_some(sent)
+}
+
+/// What the heartbeat task knows of the lease when it starts.
+struct Held {
+    /// The lease the claim took (a kind with a longer one sets it at the first beat).
+    claim_lease: Duration,
+    /// The lease last set, and when the call that set it was sent.
+    lease: Duration,
+    sent: Instant,
+    /// The attempt timeout's deadline: a give-up at or past it is left to the timeout.
+    deadline: Instant,
+}
+
 /// How the heartbeat task ended.
 enum Beat {
     /// A heartbeat found the lease lost.
@@ -265,26 +307,28 @@ fn give_up_margin(lease: Duration) -> Duration {
 /// heartbeats are off, it only waits for `stop`.
 ///
 /// The store sets a lease from its clock some time after the call that set it was
-/// sent, so the lease lasts at least until that call's send time plus its length
-/// (`claim` is the claim's lease and when the claim was sent). When that time (less
-/// [`give_up_margin`]) passes before another heartbeat is applied, the attempt is
-/// given up ([`Beat::GivenUp`]): a heartbeat still in flight then (a partition that
-/// answers nothing) finishes on its own, and is fenced like any other.
+/// sent, so the lease lasts at least until that call's send time plus its length.
+/// When that time (less [`give_up_margin`]) passes before another heartbeat is
+/// applied, and before the attempt timeout would end the attempt anyway, the attempt
+/// is given up ([`Beat::GivenUp`]): a heartbeat still in flight then (a partition that
+/// answers nothing) finishes on its own, and is fenced like any other. With the
+/// attempt timeout below the lease, that happens only when a kind's lease is longer
+/// than its queue's and its first heartbeat does not get through.
 async fn heartbeat(
     shared: Arc<Shared>,
     lease: LeaseRef,
     policy: RetryPolicy,
-    claim: (Duration, Instant),
+    held: Held,
     stop: CancellationToken,
 ) -> Beat {
     if !shared.heartbeats {
         stop.cancelled().await;
         return Beat::Stopped;
     }
-    let (claim_lease, claim_sent) = claim;
-    let mut held_until = claim_sent + claim_lease.saturating_sub(give_up_margin(claim_lease));
+    let deadline = held.deadline;
+    let mut held_until = held.sent + held.lease.saturating_sub(give_up_margin(held.lease));
     // A kind with its own lease sets it now rather than at the first beat.
-    let mut next = if policy.lease() == claim_lease {
+    let mut next = if policy.lease() == held.claim_lease {
         Instant::now() + policy.heartbeat()
     } else {
         Instant::now()
@@ -302,7 +346,7 @@ async fn heartbeat(
             biased;
             _ = stop.cancelled() => return Beat::Stopped,
             _ = tokio::time::sleep_until(next) => {}
-            _ = tokio::time::sleep_until(held_until) => return given_up(held_until),
+            _ = tokio::time::sleep_until(held_until), if held_until < deadline => return given_up(held_until),
         }
         let sent = Instant::now();
         let store = shared.store.clone();
@@ -317,11 +361,15 @@ async fn heartbeat(
         });
         let result = tokio::select! {
             biased;
+            // The call runs on in its own task: stopping here drops no store call
+            // half-way, and an attempt that ended (its timeout, say) is not held up by
+            // a heartbeat a partition keeps from answering.
+            _ = stop.cancelled() => return Beat::Stopped,
             joined = call => match joined {
                 Ok(result) => result,
                 Err(err) => Err(revenant_core::error::StoreError::unavailable(err)),
             },
-            _ = tokio::time::sleep_until(held_until) => return given_up(held_until),
+            _ = tokio::time::sleep_until(held_until), if held_until < deadline => return given_up(held_until),
         };
         next = match result {
             Ok(Fenced::Applied) => {
