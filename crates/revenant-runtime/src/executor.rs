@@ -177,19 +177,22 @@ pub(crate) async fn run(
         _ = shared.hard_stop.cancelled() => Ended::Shutdown,
     };
     beat_stop.cancel();
-    if !beats.is_finished() {
-        // Lets a heartbeat already in flight finish its store call.
-        let _ = beats.await;
-    }
     if matches!(ended, Ended::Outcome(_)) {
         metrics::run_time(&job.queue, &job.kind, started.elapsed().as_secs_f64());
     }
     if !task.is_finished() {
         // Tell the handler first (it may be watching), then drop its future at its
         // next await. A handler that blocks its thread keeps that thread busy, but its
-        // result is never written.
+        // result is never written. Before waiting for the heartbeat below: a heartbeat
+        // that a partition keeps from answering must not keep a timed-out handler
+        // running until the heal.
         cancel.cancel();
         task.abort();
+    }
+    if !beats.is_finished() {
+        // Lets a heartbeat already in flight finish its store call, so the result is
+        // written after it, not overtaken by it.
+        let _ = beats.await;
     }
     match &ended {
         Ended::Outcome(outcome) => report(&shared, ticket.as_ref(), job.id, Answer::of(outcome)),
@@ -361,10 +364,6 @@ async fn heartbeat(
         });
         let result = tokio::select! {
             biased;
-            // The call runs on in its own task: stopping here drops no store call
-            // half-way, and an attempt that ended (its timeout, say) is not held up by
-            // a heartbeat a partition keeps from answering.
-            _ = stop.cancelled() => return Beat::Stopped,
             joined = call => match joined {
                 Ok(result) => result,
                 Err(err) => Err(revenant_core::error::StoreError::unavailable(err)),
