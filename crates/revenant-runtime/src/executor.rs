@@ -8,6 +8,10 @@
 //! - A heartbeat every `policy.heartbeat()` (lease / 3 by default) extends the lease.
 //!   When it finds the lease lost (reclaimed after a stall, cancelled by an operator),
 //!   the handler is cancelled and its result discarded: another attempt owns the job.
+//!   When no heartbeat has got through for a whole lease (the database unreachable, or
+//!   a network that swallows packets without a reset, so the call never answers), the
+//!   handler is cancelled too, shortly before the lease can have run out by the
+//!   database's clock: the worker cannot know the job is still its own.
 //! - Past the shutdown grace period, the handler is cancelled and the lease released
 //!   (back to `ready`, attempt given back).
 //! - Otherwise [`decide()`] turns the outcome into a transition, which is written through
@@ -44,12 +48,15 @@ use revenant_core::store::{
 enum Ended {
     Outcome(Outcome),
     LeaseLost,
+    /// No heartbeat got through within the lease: the lease may be gone.
+    GivenUp,
     Shutdown,
 }
 
 pub(crate) async fn run(
     shared: Arc<Shared>,
     claim_lease: Duration,
+    claim_sent: Instant,
     job: Job,
     _slot: OwnedSemaphorePermit,
     ticket: Option<Ticket>,
@@ -94,6 +101,23 @@ pub(crate) async fn run(
             }
         }
     }
+    // The lease lasts at least this long from when the call that set it was sent.
+    let mut held = (claim_lease, claim_sent);
+    if shared.heartbeats
+        && Instant::now() >= claim_sent + claim_lease.saturating_sub(give_up_margin(claim_lease))
+    {
+        // The claim was answered (or the job's turn came) only when its lease could have
+        // run out (a partition held the answer back, a write waited long): run it only
+        // if a heartbeat finds the lease still this worker's.
+        match confirm_lease(&shared, lease, &policy).await {
+            Some(sent) => held = (policy.lease(), sent),
+            None => {
+                report(&shared, ticket.as_ref(), job.id, Answer::Neutral, None);
+                tracing::warn!(job_id = job.id, queue = %job.queue, kind = %job.kind, lease_ms = claim_lease.as_millis() as u64, "claim answered after its lease could have run out, and the lease is gone: not run");
+                return;
+            }
+        }
+    }
     let cancel = CancellationToken::new();
     let started = Instant::now();
     let ctx = JobContext::new(JobContextParts {
@@ -132,7 +156,12 @@ pub(crate) async fn run(
         shared.clone(),
         lease,
         policy,
-        claim_lease,
+        Held {
+            claim_lease,
+            lease: held.0,
+            sent: held.1,
+            deadline: started + policy.attempt_timeout(),
+        },
         beat_stop.clone(),
     ));
     let ended = tokio::select! {
@@ -147,6 +176,7 @@ pub(crate) async fn run(
         }
         beat = &mut beats => match beat {
             Ok(Beat::LeaseLost) => Ended::LeaseLost,
+            Ok(Beat::GivenUp) => Ended::GivenUp,
             // Stopped (not by us) or the task failed: the lease can no longer be
             // kept, so the attempt cannot be trusted either.
             _ => Ended::LeaseLost,
@@ -154,19 +184,22 @@ pub(crate) async fn run(
         _ = shared.hard_stop.cancelled() => Ended::Shutdown,
     };
     beat_stop.cancel();
-    if !beats.is_finished() {
-        // Lets a heartbeat already in flight finish its store call.
-        let _ = beats.await;
-    }
     if matches!(ended, Ended::Outcome(_)) {
         metrics::run_time(&job.queue, &job.kind, started.elapsed().as_secs_f64());
     }
     if !task.is_finished() {
         // Tell the handler first (it may be watching), then drop its future at its
         // next await. A handler that blocks its thread keeps that thread busy, but its
-        // result is never written.
+        // result is never written. Before waiting for the heartbeat below: a heartbeat
+        // that a partition keeps from answering must not keep a timed-out handler
+        // running until the heal.
         cancel.cancel();
         task.abort();
+    }
+    if !beats.is_finished() {
+        // Lets a heartbeat already in flight finish its store call, so the result is
+        // written after it, not overtaken by it.
+        let _ = beats.await;
     }
     match &ended {
         Ended::Outcome(outcome) => report(
@@ -177,7 +210,7 @@ pub(crate) async fn run(
             slow.as_ref(),
         ),
         // A probe that ends without an answer frees its place for another.
-        Ended::LeaseLost | Ended::Shutdown => report(
+        Ended::LeaseLost | Ended::GivenUp | Ended::Shutdown => report(
             &shared,
             ticket.as_ref(),
             job.id,
@@ -200,6 +233,22 @@ pub(crate) async fn run(
                 correlation_id = job.correlation_id.as_deref(),
                 worker = %shared.worker_id,
                 "lease lost: handler cancelled, its result discarded"
+            );
+        }
+        Ended::GivenUp => {
+            metrics::attempt(&job.queue, &job.kind, AttemptOutcome::LeaseLost, "none");
+            // Fenced: if the job is still ours, it runs again at once with the attempt
+            // given back. A heartbeat still in flight may land first and renew the
+            // lease; the release then ends it all the same.
+            let released = shared.completer.send(Ack::Release(lease)).await;
+            tracing::warn!(
+                job_id = job.id,
+                queue = %job.queue,
+                kind = %job.kind,
+                attempt = job.attempts,
+                worker = %shared.worker_id,
+                result = ?released,
+                "no heartbeat got through within the lease: handler cancelled, its result discarded, lease released"
             );
         }
         Ended::Shutdown => match shared.completer.send(Ack::Release(lease)).await {
@@ -302,50 +351,127 @@ impl SlowTimer {
     }
 }
 
+/// Whether the lease of a claim answered late is still this worker's: a heartbeat,
+/// retried on store errors until it is answered (the fence decides: applied means
+/// nobody else claimed the job, and the lease is renewed). The send time of the
+/// applied call, or `None` (lease lost, or a hard stop).
+async fn confirm_lease(shared: &Shared, lease: LeaseRef, policy: &RetryPolicy) -> Option<Instant> {
+    let sent = std::sync::Mutex::new(Instant::now());
+    let confirmed = retry("job_heartbeat", &shared.hard_stop, || {
+        *sent.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        shared.store.job_heartbeat(JobHeartbeatParams {
+            lease,
+            lease_for: policy.lease(),
+            now: None,
+        })
+    })
+    .await;
+    let sent = *sent.lock().unwrap_or_else(|e| e.into_inner());
+    matches!(confirmed, Ok(Fenced::Applied)).then_some(sent)
+}
+
+/// What the heartbeat task knows of the lease when it starts.
+struct Held {
+    /// The lease the claim took (a kind with a longer one sets it at the first beat).
+    claim_lease: Duration,
+    /// The lease last set, and when the call that set it was sent.
+    lease: Duration,
+    sent: Instant,
+    /// The attempt timeout's deadline: a give-up at or past it is left to the timeout.
+    deadline: Instant,
+}
+
 /// How the heartbeat task ended.
 enum Beat {
     /// A heartbeat found the lease lost.
     LeaseLost,
+    /// No heartbeat was applied within the lease.
+    GivenUp,
     /// The executor stopped it.
     Stopped,
 }
 
+/// How long before the lease's earliest possible end the worker gives an attempt up
+/// when no heartbeat got through: the store rounds its clock to the millisecond, and
+/// a cancelled handler stops at its next await. A twentieth of the lease, at most
+/// 250 ms.
+fn give_up_margin(lease: Duration) -> Duration {
+    (lease / 20).min(Duration::from_millis(250))
+}
+
 /// Extends the lease every `policy.heartbeat()` until the lease is lost or `stop`
-/// fires. A store call, once started, always runs to its end. When heartbeats are
-/// off, it only waits for `stop`.
+/// fires. A store call, once started, always runs to its end (in its own task). When
+/// heartbeats are off, it only waits for `stop`.
+///
+/// The store sets a lease from its clock some time after the call that set it was
+/// sent, so the lease lasts at least until that call's send time plus its length.
+/// When that time (less [`give_up_margin`]) passes before another heartbeat is
+/// applied, and before the attempt timeout would end the attempt anyway, the attempt
+/// is given up ([`Beat::GivenUp`]): a heartbeat still in flight then (a partition that
+/// answers nothing) finishes on its own, and is fenced like any other. With the
+/// attempt timeout below the lease, that happens only when a kind's lease is longer
+/// than its queue's and its first heartbeat does not get through.
 async fn heartbeat(
     shared: Arc<Shared>,
     lease: LeaseRef,
     policy: RetryPolicy,
-    claim_lease: Duration,
+    held: Held,
     stop: CancellationToken,
 ) -> Beat {
     if !shared.heartbeats {
         stop.cancelled().await;
         return Beat::Stopped;
     }
+    let deadline = held.deadline;
+    let mut held_until = held.sent + held.lease.saturating_sub(give_up_margin(held.lease));
     // A kind with its own lease sets it now rather than at the first beat.
-    let mut next = if policy.lease() == claim_lease {
+    let mut next = if policy.lease() == held.claim_lease {
         Instant::now() + policy.heartbeat()
     } else {
         Instant::now()
+    };
+    let given_up = |held_until: Instant| {
+        tracing::debug!(
+            job_id = lease.id,
+            late_ms = held_until.elapsed().as_millis() as u64,
+            "no heartbeat got through within the lease"
+        );
+        Beat::GivenUp
     };
     loop {
         tokio::select! {
             biased;
             _ = stop.cancelled() => return Beat::Stopped,
             _ = tokio::time::sleep_until(next) => {}
+            _ = tokio::time::sleep_until(held_until), if held_until < deadline => return given_up(held_until),
         }
-        let result = shared
-            .store
-            .job_heartbeat(JobHeartbeatParams {
-                lease,
-                lease_for: policy.lease(),
-                now: None,
-            })
-            .await;
+        let sent = Instant::now();
+        let store = shared.store.clone();
+        let call = tokio::spawn(async move {
+            store
+                .job_heartbeat(JobHeartbeatParams {
+                    lease,
+                    lease_for: policy.lease(),
+                    now: None,
+                })
+                .await
+        });
+        let result = tokio::select! {
+            biased;
+            joined = call => match joined {
+                Ok(result) => result,
+                Err(err) => Err(revenant_core::error::StoreError::unavailable(err)),
+            },
+            _ = tokio::time::sleep_until(held_until), if held_until < deadline => return given_up(held_until),
+        };
         next = match result {
-            Ok(Fenced::Applied) => Instant::now() + policy.heartbeat(),
+            Ok(Fenced::Applied) => {
+                held_until = sent
+                    + policy
+                        .lease()
+                        .saturating_sub(give_up_margin(policy.lease()));
+                Instant::now() + policy.heartbeat()
+            }
             Ok(Fenced::LeaseLost) => return Beat::LeaseLost,
             Err(err) => {
                 // Not the job's fault: try again soon. If the store stays down past the

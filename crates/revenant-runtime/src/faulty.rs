@@ -30,6 +30,9 @@ pub(crate) struct FaultyStore {
     flip: AtomicU32,
     /// Calls made, per operation name.
     calls: Mutex<BTreeMap<&'static str, u32>>,
+    /// While true, heartbeats never answer (a partition that swallows packets): each
+    /// waits until it is false again.
+    pub(crate) stall_heartbeats: tokio::sync::watch::Sender<bool>,
 }
 
 impl FaultyStore {
@@ -48,6 +51,7 @@ impl FaultyStore {
             failures: AtomicU32::new(0),
             flip: AtomicU32::new(0),
             calls: Mutex::new(BTreeMap::new()),
+            stall_heartbeats: tokio::sync::watch::Sender::new(false),
         }
     }
 
@@ -143,6 +147,8 @@ impl Store for FaultyStore {
     }
     async fn job_heartbeat(&self, params: JobHeartbeatParams) -> Result<Fenced, StoreError> {
         self.enter("job_heartbeat")?;
+        let mut stalled = self.stall_heartbeats.subscribe();
+        let _ = stalled.wait_for(|stalled| !*stalled).await;
         self.inner.job_heartbeat(params).await
     }
     async fn job_complete(&self, params: JobCompleteParams) -> Result<Vec<Fenced>, StoreError> {

@@ -83,7 +83,9 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
             break;
         }
         let limit = permits.len();
-        last_claim = Some(tokio::time::Instant::now());
+        // The claimed leases last at least from here: the executors count from it.
+        let sent = tokio::time::Instant::now();
+        last_claim = Some(sent);
         let params = JobClaimParams {
             queue: queue.name.clone(),
             worker: shared.worker_id.clone(),
@@ -119,14 +121,23 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
             if stop.is_cancelled() {
                 break;
             }
-            if start(&shared, &queue, claim_lease, jobs, permits, &suspects).await {
+            if start(
+                &shared,
+                &queue,
+                (claim_lease, sent),
+                jobs,
+                permits,
+                &suspects,
+            )
+            .await
+            {
                 suspect_until = Some(Instant::now() + shared.poll_interval);
             }
             continue;
         }
         let used: Vec<OwnedSemaphorePermit> = permits.drain(..got).collect();
         drop(permits);
-        if start(&shared, &queue, claim_lease, jobs, used, &suspects).await {
+        if start(&shared, &queue, (claim_lease, sent), jobs, used, &suspects).await {
             suspect_until = Some(Instant::now() + shared.poll_interval);
         }
         if got < limit {
@@ -192,7 +203,7 @@ fn is_reclaim(job: &revenant_core::job::Job) -> bool {
 async fn start(
     shared: &Arc<Shared>,
     queue: &QueueConfig,
-    claim_lease: std::time::Duration,
+    (claim_lease, sent): (std::time::Duration, Instant),
     jobs: Vec<revenant_core::job::Job>,
     permits: Vec<OwnedSemaphorePermit>,
     suspects: &Arc<Suspects>,
@@ -217,7 +228,7 @@ async fn start(
             Gate::Run(ticket) => {
                 let running = is_reclaim(&job).then(|| suspects.started());
                 suspect |= running.is_some();
-                let run = executor::run(shared.clone(), claim_lease, job, permit, ticket);
+                let run = executor::run(shared.clone(), claim_lease, sent, job, permit, ticket);
                 tokio::spawn(async move {
                     run.await;
                     drop(running);

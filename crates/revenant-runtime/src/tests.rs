@@ -430,6 +430,81 @@ async fn a_lost_lease_cancels_the_handler_and_discards_its_result() {
     );
 }
 
+/// A kind with a lease longer than its queue's is claimed for the queue's lease and
+/// extended by its first heartbeat. When that heartbeat never answers (a partition
+/// that swallows packets, no reset), the attempt timeout (below the kind's lease) would
+/// let the handler run past the claim's lease, while another worker may claim the job:
+/// the executor gives the attempt up before the claim's lease can run out, and
+/// releases the lease (the job is still its own here: the attempt is given back).
+#[tokio::test]
+async fn a_handler_whose_heartbeats_never_answer_is_given_up_before_its_lease_runs_out() {
+    let store = Arc::new(FaultyStore::open().await);
+    let claims = RetryPolicy::builder()
+        .lease(ms(1_000))
+        .attempt_timeout(ms(500))
+        .build()
+        .unwrap();
+    let long = RetryPolicy::builder()
+        .max_attempts(3)
+        .lease(ms(20_000))
+        .attempt_timeout(ms(15_000))
+        .build()
+        .unwrap();
+    let cancelled_after = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = cancelled_after.clone();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let worker = builder(&store)
+        .policies(PolicySet::new(claims).with_kind("long", long))
+        .handler_fn("long", move |ctx: JobContext, _: serde_json::Value| {
+            let seen = seen.clone();
+            let run = runs.fetch_add(1, Ordering::SeqCst);
+            // Records when the runtime stopped the first run: it cancels the token
+            // and drops the future, so the record is made when the future goes.
+            struct Stopped(Arc<std::sync::Mutex<Vec<Duration>>>, tokio::time::Instant);
+            impl Drop for Stopped {
+                fn drop(&mut self) {
+                    self.0.lock().unwrap().push(self.1.elapsed());
+                }
+            }
+            let stopped = (run == 0).then(|| Stopped(seen.clone(), tokio::time::Instant::now()));
+            async move {
+                let _stopped = stopped;
+                if run > 0 {
+                    return Ok(());
+                }
+                ctx.cancelled().await;
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    store.stall_heartbeats.send_replace(true);
+    let id = enqueue(&store, "long", json!(null)).await;
+    let (shutdown, task) = start(worker);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while cancelled_after.lock().unwrap().is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the handler was never given up"
+        );
+        tokio::time::sleep(ms(5)).await;
+    }
+    store.stall_heartbeats.send_replace(false);
+    // Released, and run again.
+    wait_until(&store, "the job to complete", |jobs| {
+        jobs[0].status == JobState::Completed
+    })
+    .await;
+    shutdown.shutdown();
+    task.await.unwrap();
+    let after = cancelled_after.lock().unwrap()[0];
+    // Given up at the claim's lease less its margin (50 ms), not at the attempt
+    // timeout (15 s): 5 s is slack for a busy machine, nowhere near the timeout.
+    assert!(after < Duration::from_secs(5), "given up after {after:?}");
+    let job = store.job(id).await;
+    assert_eq!(job.attempts, 1, "the attempt was given back: {job:#?}");
+}
+
 #[tokio::test]
 async fn shutdown_releases_unfinished_jobs_with_their_attempts_given_back() {
     let store = Arc::new(FaultyStore::open().await);

@@ -254,21 +254,60 @@ impl SqliteStore {
         &self,
     ) -> Result<(MutexGuard<'_, ()>, Transaction<'static, Sqlite>), StoreError> {
         let guard = self.write_lock.lock().await;
-        // BEGIN runs in its own task. A caller dropped half-way through `begin_with`
-        // (a select that picked another branch, a timeout, an HTTP client gone) would
-        // otherwise leave the BEGIN executed on a pooled connection with no
-        // Transaction to roll it back: that connection keeps SQLite's write lock and
-        // every later writer waits for good. In a task, the Transaction is always
-        // built, and dropping it rolls back.
+        let tx = match self.begin().await? {
+            Err(sqlx::Error::InvalidSavePointStatement) => {
+                self.clear_stale_transaction().await?;
+                self.begin().await?
+            }
+            begun => begun,
+        }
+        .map_err(classify)?;
+        Ok((guard, tx))
+    }
+
+    /// `BEGIN IMMEDIATE` on the writer connection, in its own task. A caller dropped
+    /// half-way through `begin_with` (a select that picked another branch, a timeout,
+    /// an HTTP client gone) would otherwise leave the BEGIN executed on a pooled
+    /// connection with no Transaction to roll it back: that connection keeps SQLite's
+    /// write lock and every later writer waits for good. In a task, the Transaction is
+    /// always built, and dropping it rolls back.
+    async fn begin(&self) -> Result<Result<Transaction<'static, Sqlite>, sqlx::Error>, StoreError> {
         let pool = self.writer.clone();
-        let tx = tokio::spawn(async move { pool.begin_with("BEGIN IMMEDIATE").await })
+        tokio::spawn(async move { pool.begin_with("BEGIN IMMEDIATE").await })
             .await
             .map_err(|err| StoreError::Backend {
                 message: format!("the task starting a write transaction failed: {err}"),
                 source: Some(Box::new(err)),
+            })
+    }
+
+    /// Brings the writer connection's count of open transactions back to zero when
+    /// SQLite has none open. A statement or COMMIT that fails with `SQLITE_FULL` (a full
+    /// disk) or an I/O error may make SQLite roll the transaction back by itself; the
+    /// driver's ROLLBACK (when the Transaction is dropped) then fails with "no
+    /// transaction is active" and its count stays at one, so every later BEGIN on the
+    /// connection failed ("begin_with at non-zero transaction depth") until the
+    /// process restarted: a full disk wedged every write for good, even after space
+    /// came back (found by the torture suite's full-disk test). A raw BEGIN gives the
+    /// driver a transaction to roll back (it fails harmlessly if one is really open),
+    /// and the driver's own ROLLBACK then ends it and brings its count down.
+    async fn clear_stale_transaction(&self) -> Result<(), StoreError> {
+        async fn reset(pool: SqlitePool) -> Result<(), sqlx::Error> {
+            use sqlx::{Executor, TransactionManager};
+            let mut conn = pool.acquire().await?;
+            let conn: &mut sqlx::SqliteConnection = &mut conn;
+            let _ = conn.execute("BEGIN").await;
+            sqlx::sqlite::SqliteTransactionManager::rollback(conn).await
+        }
+        tokio::spawn(reset(self.writer.clone()))
+            .await
+            .map_err(|err| StoreError::Backend {
+                message: format!("the task clearing a stale transaction failed: {err}"),
+                source: Some(Box::new(err)),
             })?
             .map_err(classify)?;
-        Ok((guard, tx))
+        tracing::warn!("SQLite had rolled back a failed write by itself; the writer connection's transaction count was reset");
+        Ok(())
     }
 
     /// Inserts `params`' jobs in `tx` (the one insert path of `job_enqueue` and of a

@@ -31,7 +31,8 @@
 //! attempt succeeds can only die by losing every one of its leases.
 //!
 //! Lease overlap is approximate: a run's lease counts as live from its start until the
-//! first of: its end; the start of an applied ack or release of its lease (a run cut
+//! first of: its end (it returned, or it stopped: panicked or dropped by the runtime);
+//! the start of an applied ack or release of its lease (a run cut
 //! short by shutdown has no end line, but its release says when it stopped); a
 //! heartbeat answered `lease_lost`; the later of the expiry its claim recorded and the
 //! start of its last applied heartbeat call plus the lease length. The database set
@@ -160,6 +161,8 @@ struct Run {
     attempt: i32,
     start: i64,
     end: Option<(i64, RunResult)>,
+    /// When it stopped without returning (a panic, its future dropped).
+    stopped: Option<i64>,
     lease_us: i64,
     token: Option<i64>,
     /// When the claim call started: the lease began no earlier.
@@ -240,6 +243,7 @@ pub fn check_with(
                     attempt: *attempt,
                     start: *t,
                     end: None,
+                    stopped: None,
                     lease_us: i64::try_from(*lease_ms).unwrap_or(i64::MAX / 2) * 1000,
                     token: claim.map(|(token, _, _)| token),
                     claimed: claim.map(|(_, t0, _)| t0),
@@ -256,6 +260,19 @@ pub fn check_with(
                 if let Some((job, i)) = run_index.get(&(*pid, *job, *attempt)) {
                     if let Some(run) = runs.get_mut(job).and_then(|l| l.get_mut(*i)) {
                         run.end = Some((*t, *result));
+                    }
+                }
+            }
+            Event::Stopped {
+                job,
+                attempt,
+                pid,
+                t,
+                ..
+            } => {
+                if let Some((job, i)) = run_index.get(&(*pid, *job, *attempt)) {
+                    if let Some(run) = runs.get_mut(job).and_then(|l| l.get_mut(*i)) {
+                        run.stopped = Some(*t);
                     }
                 }
             }
@@ -416,6 +433,9 @@ pub fn check_with(
             if let Some(&ended) = r.token.and_then(|token| lease_ended.get(&(*job, token))) {
                 lease_end = lease_end.min(ended.max(r.start));
             }
+            let lease_end = r
+                .stopped
+                .map_or(lease_end, |stopped| stopped.min(lease_end));
             r.end.map_or(lease_end, |(end, _)| end.min(lease_end))
         };
         for (i, a) in list.iter().enumerate() {
@@ -505,6 +525,7 @@ fn consistent(
 mod tests {
     use super::*;
     use crate::behaviour::Mix;
+    use crate::ledger::StopCause;
 
     fn plan() -> Plan {
         Plan {
@@ -662,6 +683,38 @@ mod tests {
         let report = check(&plan(), &events, &[done(1, 2)]);
         assert_eq!(report.lease_overlap, 0, "{report}");
         assert_eq!(report.duplicates, 1, "{report}");
+    }
+
+    /// The soak's intermittent `lease_overlap=2` on PostgreSQL: a run that panicked (or
+    /// whose timeout dropped it) has no end line; the failure its process then wrote
+    /// was applied, and the process was killed before the ack's ledger line. Without
+    /// the `stopped` line the run counted as live until its lease ran out, and the next
+    /// attempt, claimed after the backoff, as an overlap.
+    #[test]
+    fn a_run_that_stopped_without_returning_is_over_even_when_its_ack_line_was_lost() {
+        for cause in [StopCause::Panicked, StopCause::Dropped] {
+            let mut events = vec![enqueued(vec![1, 2])];
+            // Lease 1 ms from the claim: live until 2_000 unless the run ended.
+            events.extend(run(1, 1, 10, 1_000, None));
+            events.push(Event::Stopped {
+                job: 1,
+                attempt: 1,
+                pid: 10,
+                cause,
+                t: 1_100,
+            });
+            events.extend(run(1, 2, 11, 1_500, Some(1_600)));
+            // Job 2: the same without the stopped line, a run still going for all the
+            // ledger knows: an overlap.
+            events.extend(run(2, 1, 10, 1_000, None));
+            events.extend(run(2, 2, 11, 1_500, Some(1_600)));
+            let report = check(&plan(), &events, &[done(1, 2), done(2, 2)]);
+            assert_eq!(report.lease_overlap, 1, "{cause:?}: {report}");
+            assert!(
+                report.examples.iter().any(|e| e.starts_with("job 2:")),
+                "{report}"
+            );
+        }
     }
 
     #[test]

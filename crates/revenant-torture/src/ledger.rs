@@ -80,6 +80,16 @@ pub enum RunResult {
     Permanent,
 }
 
+/// Why a handler run stopped without returning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopCause {
+    /// It panicked.
+    Panicked,
+    /// Its future was dropped before it returned.
+    Dropped,
+}
+
 /// One ledger line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "ev")]
@@ -160,7 +170,8 @@ pub enum Event {
         /// When.
         t: i64,
     },
-    /// A handler run ended (a run cancelled or killed has no end line).
+    /// A handler run returned (a run that panicked or was dropped has a
+    /// [`Event::Stopped`] line instead; a run killed with its process has neither).
     End {
         /// The job.
         job: i64,
@@ -170,6 +181,23 @@ pub enum Event {
         pid: u32,
         /// How it ended.
         result: RunResult,
+        /// When.
+        t: i64,
+    },
+    /// A handler run that did not return: it panicked, or the runtime dropped its
+    /// future (attempt timeout, lost lease, shutdown). Written by a guard the run
+    /// holds, as it unwinds or is dropped, so the run's end is in the ledger even when
+    /// the ack that followed it is not (its process killed between the store's answer
+    /// and the ack's line).
+    Stopped {
+        /// The job.
+        job: i64,
+        /// The attempt.
+        attempt: i32,
+        /// The process.
+        pid: u32,
+        /// Why.
+        cause: StopCause,
         /// When.
         t: i64,
     },

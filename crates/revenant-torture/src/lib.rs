@@ -13,6 +13,8 @@
 //! - [`worker`]: the `revenant-torture-worker` process;
 //! - [`fleet`]: the driver's side: bulk enqueue, start and stop worker processes, wait
 //!   for a drain, read the job table;
+//! - [`proxy`]: a TCP fault proxy on loopback (pass, delay, black-hole, cut), one per
+//!   worker, between it and PostgreSQL;
 //! - [`checker`]: lost, unexpected, stuck, misclassified, late_ack_accepted,
 //!   lease_overlap and duplicates.
 //!
@@ -23,5 +25,6 @@ pub mod checker;
 pub mod fleet;
 pub mod ledger;
 pub mod produce;
+pub mod proxy;
 pub mod recording;
 pub mod worker;

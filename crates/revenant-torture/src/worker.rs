@@ -23,7 +23,7 @@ use revenant::Store;
 
 use crate::behaviour::{Action, Mix, Plan};
 use crate::ledger::{
-    now_micros, raw_now_micros, set_clock_offset_micros, Event, LedgerWriter, RunResult,
+    now_micros, raw_now_micros, set_clock_offset_micros, Event, LedgerWriter, RunResult, StopCause,
 };
 use crate::produce::{self, Shape};
 use crate::recording::RecordingStore;
@@ -227,6 +227,56 @@ pub async fn connect_with(
     }
 }
 
+/// Records how one handler run ends: [`RunGuard::end`] when it returns, else (from
+/// `Drop`) a `stopped` line when it unwinds from a panic or its future is dropped. A
+/// run that stops without a line would count, for the checker, as running until its
+/// lease ran out; if its process is then killed before the ack that followed it is
+/// recorded, the next attempt looks like it overlapped a live lease.
+struct RunGuard {
+    ledger: Option<Arc<LedgerWriter>>,
+    job: i64,
+    attempt: i32,
+    pid: u32,
+    ended: bool,
+}
+
+impl RunGuard {
+    fn end(&mut self, result: RunResult) {
+        self.ended = true;
+        if let Some(ledger) = &self.ledger {
+            ledger.must(&Event::End {
+                job: self.job,
+                attempt: self.attempt,
+                pid: self.pid,
+                result,
+                t: now_micros(),
+            });
+        }
+    }
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        let cause = if std::thread::panicking() {
+            StopCause::Panicked
+        } else {
+            StopCause::Dropped
+        };
+        if let Some(ledger) = &self.ledger {
+            ledger.must(&Event::Stopped {
+                job: self.job,
+                attempt: self.attempt,
+                pid: self.pid,
+                cause,
+                t: now_micros(),
+            });
+        }
+    }
+}
+
 /// What a handler needs besides its job.
 #[derive(Clone)]
 struct HandlerEnv {
@@ -245,18 +295,8 @@ impl HandlerEnv {
         }
     }
 
-    fn end(&self, job: i64, attempt: i32, result: RunResult) {
-        self.record(Event::End {
-            job,
-            attempt,
-            pid: self.pid,
-            result,
-            t: now_micros(),
-        });
-    }
-
-    /// One attempt: does what the plan says, recording its start and (when it returns)
-    /// its end.
+    /// One attempt: does what the plan says, recording its start and its end: an `end`
+    /// line when it returns, a `stopped` line when it panics or is dropped.
     async fn run(self, ctx: JobContext) -> Result<(), JobError> {
         let (job, attempt) = (ctx.id(), ctx.attempt());
         self.record(Event::Start {
@@ -266,24 +306,31 @@ impl HandlerEnv {
             lease_ms: self.lease_ms,
             t: now_micros(),
         });
-        let ok = |this: &Self| {
-            this.end(job, attempt, RunResult::Ok);
+        let mut run = RunGuard {
+            ledger: self.ledger.clone(),
+            job,
+            attempt,
+            pid: self.pid,
+            ended: false,
+        };
+        let ok = |run: &mut RunGuard| {
+            run.end(RunResult::Ok);
             Ok(())
         };
         match self.plan.action(job, attempt) {
-            Action::Succeed => ok(&self),
+            Action::Succeed => ok(&mut run),
             Action::SleepThenSucceed(d) => {
                 tokio::time::sleep(d).await;
-                ok(&self)
+                ok(&mut run)
             }
             Action::FailTransient => {
-                self.end(job, attempt, RunResult::Transient);
+                run.end(RunResult::Transient);
                 Err(JobError::retry(format!(
                     "planned transient failure {attempt}"
                 )))
             }
             Action::FailPermanent => {
-                self.end(job, attempt, RunResult::Permanent);
+                run.end(RunResult::Permanent);
                 Err(JobError::permanent("planned permanent failure"))
             }
             Action::Panic => panic!("planned panic at attempt {attempt}"),
@@ -291,18 +338,18 @@ impl HandlerEnv {
                 // Never looks at ctx.cancelled(): the runtime's timeout has to end it.
                 let past = ctx.deadline() + Duration::from_millis(self.lease_ms) * 4;
                 tokio::time::sleep_until(past).await;
-                ok(&self)
+                ok(&mut run)
             }
             Action::Abort => std::process::abort(),
             Action::Block(d) => {
                 // No await: neither the cancellation token nor the task's abort can
                 // stop this thread.
                 std::thread::sleep(d);
-                ok(&self)
+                ok(&mut run)
             }
             Action::Hold(d) => {
                 self.hold(job, d).await;
-                ok(&self)
+                ok(&mut run)
             }
             Action::StallUntilReclaimed => {
                 let until = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -314,7 +361,7 @@ impl HandlerEnv {
                         }
                     }
                 }
-                ok(&self)
+                ok(&mut run)
             }
         }
     }

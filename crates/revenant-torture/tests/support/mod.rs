@@ -172,7 +172,18 @@ impl Db {
 
     /// The SQLite file, for SQLite.
     pub fn sqlite_path(&self) -> Option<PathBuf> {
-        (self.backend == Backend::Sqlite).then(|| self.dir.path().join("torture.db"))
+        if self.backend != Backend::Sqlite {
+            return None;
+        }
+        let path = self.url.strip_prefix("sqlite://").map(PathBuf::from);
+        Some(path.unwrap_or_else(|| self.dir.path().join("torture.db")))
+    }
+
+    /// Moves the SQLite database to `path` (another filesystem), before anything
+    /// opens it; the ledger and logs stay in the scratch directory.
+    pub fn sqlite_at(&mut self, path: &Path) {
+        assert_eq!(self.backend, Backend::Sqlite);
+        self.url = format!("sqlite://{}", path.display());
     }
 
     /// A connection of the test's own.
