@@ -2,12 +2,14 @@
 //! cannot work (exit 2, naming the problem), listens beyond loopback only with tokens,
 //! and the Python remote worker of `examples/` settles jobs through it.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use support::serve;
+
+mod support;
 
 const WORK_TOKEN: &str = "fleet-0123456789abcdef";
 const ADMIN_TOKEN: &str = "ops-0123456789abcdef01";
@@ -91,53 +93,6 @@ fn serve_refuses_what_cannot_be_safe_or_cannot_work() {
         "default.dead_abov",
     );
     assert!(!db.exists(), "a refused start opens no store");
-}
-
-/// A running `revenant serve`, killed when dropped.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `revenant serve` on port 0 of `listen_ip` and reads the bound address from
-/// its banner.
-fn serve(db: &Path, listen_ip: &str, tokens: &str) -> Server {
-    let mut child = revenant()
-        .arg("--database-url")
-        .arg(format!("sqlite://{}", db.display()))
-        .args(["serve", "--listen", &format!("{listen_ip}:0")])
-        .env("REVENANT_TOKENS", tokens)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start revenant serve");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("revenant serve printed its banner");
-    let addr = line
-        .split("listening on http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    let port = addr.rsplit(':').next().expect("a port");
-    Server {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-    }
 }
 
 async fn call(

@@ -4,8 +4,9 @@
 // Each test file uses a different part of this module.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Output};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -113,5 +114,58 @@ impl Drop for Worker {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// A running `revenant serve`, killed when dropped.
+pub struct Server {
+    pub child: Child,
+    pub base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `revenant serve` on port 0 of `listen_ip` and reads the bound address from
+/// its banner.
+pub fn serve(db: &Path, listen_ip: &str, tokens: &str) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_revenant"));
+    child
+        .env_remove("REVENANT_SERVER_CONFIG")
+        .env_remove("REVENANT_ALERTS")
+        .env_remove("REVENANT_LISTEN")
+        .env_remove("REVENANT_LOG");
+    let mut child = child
+        .arg("--database-url")
+        .arg(format!("sqlite://{}", db.display()))
+        .args(["serve", "--listen", &format!("{listen_ip}:0")])
+        .env("REVENANT_TOKENS", tokens)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start revenant serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("revenant serve printed its banner");
+    let addr = line
+        .split("listening on http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    let port = addr.rsplit(':').next().expect("a port");
+    Server {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
     }
 }
