@@ -2,11 +2,9 @@
 //! hand, unset; bad input refused by name with exit 2; and a periodic job that fails,
 //! retries and dies like any other, its schedule named in `jobs show` and `dead list`.
 
-use std::process::Stdio;
-
 mod support;
 
-use support::{Db, Worker};
+use support::Db;
 
 #[test]
 fn bad_schedules_are_refused_by_name_with_exit_2() {
@@ -154,20 +152,7 @@ fn a_periodic_job_retries_and_dies_like_any_other_naming_its_schedule() {
         "--payload",
         r#"{"url":"http://127.0.0.1:9/"}"#,
     ]);
-    let _worker = Worker(
-        db.command(&[
-            "work",
-            "-q",
-            "q",
-            "--no-breaker",
-            "--allow-net",
-            "127.0.0.1/32",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start revenant work"),
-    );
+    let _worker = db.loopback_worker();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let dead = loop {
         let dead = db.ok_json(&["dead", "list", "--json"]);

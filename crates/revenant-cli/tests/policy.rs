@@ -2,13 +2,11 @@
 //! once for a queue decides a job's attempts at enqueue and its backoff in the worker,
 //! and the worker has no flag that could silently disagree.
 
-use std::process::Stdio;
-
 use serde_json::Value;
 
 mod support;
 
-use support::{Db, Worker};
+use support::Db;
 
 #[test]
 fn a_stored_queue_policy_gives_three_attempts_and_dead_at_three() {
@@ -49,22 +47,7 @@ fn a_stored_queue_policy_gives_three_attempts_and_dead_at_three() {
     );
     let id = enqueued["id"].to_string();
 
-    let _worker = Worker(
-        // 127.0.0.1:9 must stay a refused connection (transient), not a destination
-        // the outbound policy refuses (permanent): open it.
-        db.command(&[
-            "work",
-            "-q",
-            "q",
-            "--no-breaker",
-            "--allow-net",
-            "127.0.0.1/32",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start revenant work"),
-    );
+    let _worker = db.loopback_worker();
     let job = db.wait_finished(&id);
     assert_eq!(job["status"], "dead", "{job}");
     assert_eq!(job["dead_reason"], "attempts_exhausted", "{job}");

@@ -106,6 +106,28 @@ impl Db {
     }
 }
 
+impl Db {
+    /// `revenant work` on queue `q` with the breaker off and loopback allowed as an
+    /// `http` destination (so `127.0.0.1:9` stays a refused connection, transient, not a
+    /// destination the outbound policy refuses, permanent); output discarded.
+    pub fn loopback_worker(&self) -> Worker {
+        Worker(
+            self.command(&[
+                "work",
+                "-q",
+                "q",
+                "--no-breaker",
+                "--allow-net",
+                "127.0.0.1/32",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start revenant work"),
+        )
+    }
+}
+
 /// A `revenant work` process, killed when dropped (the test's checks are done by then;
 /// leases it held do not matter to a throwaway database).
 pub struct Worker(pub Child);
