@@ -417,8 +417,9 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CliError> {
             view.finish(&status);
             stop.shutdown();
             return Err(CliError::Failed(format!(
-                "the queue did not drain within {} simulated: the machine cannot keep up at this scale; try --scale 30",
-                revenant::duration::format(Duration::from_secs_f64(deadline_secs))
+                "the queue did not drain within {} simulated: the machine cannot keep up at this scale; try --scale {}",
+                revenant::duration::format(Duration::from_secs_f64(deadline_secs)),
+                half_scale(scenario.scale)
             )));
         }
     }
@@ -624,7 +625,7 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CliError> {
     }
     if !summary.kept_up && !args.json && summary.protection.is_some() {
         println!(
-            "note: the worker delivered the backlog slower than the rate limit allows ({} against {} predicted): this machine is busy or slow at {:.0} requests a real second; `--scale 30` halves the pace",
+            "note: the worker delivered the backlog slower than the rate limit allows ({} against {} predicted): this machine is busy or slow at {:.0} requests a real second; `--scale {}` halves the pace",
             report::secs(summary.measured.backlog_drain_secs),
             report::secs(summary.simulated.backlog_drain_secs),
             summary
@@ -633,14 +634,16 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CliError> {
                 .as_ref()
                 .and_then(|p| p.rate_limit)
                 .map_or(0.0, |r| r.per_second * summary.scenario.scale),
+            half_scale(summary.scenario.scale),
         );
     } else if !summary.kept_up && !args.json {
         println!(
             "note: the worker fell behind the scaled schedule (requests per fresh receipt {:.2} against {:.2} predicted): retries ran later than the policy says, \
-             because this machine is busy or slow at {} requests a real second; `--scale 30` halves the pace",
+             because this machine is busy or slow at {} requests a real second; `--scale {}` halves the pace",
             summary.measured.outage_requests_per_fresh_receipt,
             summary.simulated.outage.requests_per_fresh_job,
             (summary.simulated.outage.mean_rps * summary.scenario.scale).round(),
+            half_scale(summary.scenario.scale),
         );
     }
     if ok {
@@ -698,6 +701,17 @@ fn temporary_dir() -> std::io::Result<tempfile::TempDir> {
         }
     }
     builder.tempdir()
+}
+
+/// Half the scale, as `--scale` takes it: what the notes suggest when the machine did
+/// not keep up.
+fn half_scale(scale: f64) -> String {
+    let half = (scale / 2.0).max(1.0);
+    if half.fract() == 0.0 {
+        format!("{half:.0}")
+    } else {
+        format!("{half:.1}")
+    }
 }
 
 fn yes_no(ok: bool) -> &'static str {
