@@ -140,8 +140,8 @@ pub struct DemoArgs {
     /// `--rate-limit`, the rate limit is 96% of `--provider-limit`.
     #[command(flatten)]
     pub protection: ProtectionArgs,
-    /// Play another story: a provider that hangs beside one that answers at once, in
-    /// one queue of 10 slots, in real time (about 30 s), before and with the
+    /// Play another story: a provider that hangs beside one that answers in 50 ms, in
+    /// one queue of 10 slots, in real time (about 35 s), before and with the
     /// bulkhead and slow-call counting; prints the figures beside the simulator's.
     #[arg(long)]
     pub hang: bool,
