@@ -258,12 +258,15 @@ pub struct DependencyRecord {
     /// Jobs turned back at the bulkhead's limit (local or shared), since the record
     /// was created.
     pub turned_back: u64,
-    /// Acquires in a row that turned a job back with no attempt reported ended in
-    /// between: each doubles the next wait (up to 16 times the bulkhead's `wait`), so
-    /// the backlog of a dependency that hangs is not claimed and turned back twice a
-    /// second, at the expense of everything else the workers could claim. An attempt
-    /// that ends resets it.
-    pub turn_back_streak: u32,
+    /// When an attempt of the key last ended (reported ended), or when a job was
+    /// turned back with none ended before: the bulkhead's wait doubles for every
+    /// `wait` of quiet since (up to 16 times the `wait`), so the backlog of a
+    /// dependency that hangs is not claimed and turned back twice a second, at the
+    /// expense of everything else the workers could claim, while a busy dependency
+    /// whose attempts keep ending turns its jobs back for the `wait` alone. Time, not
+    /// a count of acquires: answers are reported in batches (every 200 ms by
+    /// default), and a count would grow between two reports of a healthy key.
+    pub last_ended_us: Option<i64>,
 }
 
 /// An attempt holding one of the bulkhead's permits.
@@ -289,6 +292,9 @@ pub struct Calls {
     /// Attempts that ended, whatever their answer: their bulkhead permits are freed.
     pub finished: Vec<JobId>,
 }
+
+/// The most times the bulkhead's wait doubles: 16 times its `wait` (8 s by default).
+const MAX_DOUBLINGS: i64 = 4;
 
 fn us(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
@@ -427,7 +433,10 @@ impl DependencyRecord {
                 .is_some_and(|limit| self.in_flight.len() >= limit as usize);
             if shared_full || *local_free == Some(0) {
                 self.turned_back += 1;
-                let wait = us(bulkhead.wait).max(1) << self.turn_back_streak.min(4);
+                let base = us(bulkhead.wait).max(1);
+                let quiet_since = *self.last_ended_us.get_or_insert(now_us);
+                let doublings = ((now_us - quiet_since).max(0) / base).min(MAX_DOUBLINGS);
+                let wait = base << doublings;
                 return Decision::Wait {
                     reason: WaitReason::Bulkhead,
                     until_us: now_us + wait,
@@ -535,6 +544,8 @@ impl DependencyRecord {
         if !calls.finished.is_empty() {
             self.in_flight
                 .retain(|held| !calls.finished.contains(&held.job));
+            // A permit came free: the bulkhead's wait starts over from its base.
+            self.last_ended_us = Some(now_us);
         }
         let Calls {
             successes,

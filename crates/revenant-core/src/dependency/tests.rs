@@ -505,6 +505,54 @@ fn the_bulkhead_turns_back_jobs_past_the_local_and_the_shared_limit() {
 }
 
 #[test]
+fn the_bulkhead_wait_doubles_while_no_attempt_ends_and_starts_over_when_one_does() {
+    let policy = DependencyPolicy::off().with_bulkhead(crate::dependency::Bulkhead {
+        shared: Some(1),
+        ..Default::default()
+    });
+    let mut record = DependencyRecord::default();
+    let wait_at = |record: &mut DependencyRecord, at: i64, job: i64| match record.acquire_bounded(
+        &policy,
+        at,
+        "w1",
+        lease(),
+        &[input(job)],
+        None,
+    )[0]
+    {
+        Decision::Wait {
+            reason: WaitReason::Bulkhead,
+            until_us,
+        } => until_us - at,
+        other => panic!("expected a bulkhead wait: {other:?}"),
+    };
+    // Job 1 holds the one permit (a hang); the others are turned back.
+    record.acquire_bounded(&policy, T0, "w1", lease(), &[input(1)], None);
+    let half = 500_000;
+    assert_eq!(wait_at(&mut record, T0, 2), half);
+    // Many acquires within one wait, as between two reports: still the base wait.
+    assert_eq!(wait_at(&mut record, T0 + half / 2, 3), half);
+    // One wait of quiet doubles it; three, eight times; it stops at sixteen.
+    assert_eq!(wait_at(&mut record, T0 + half, 4), 2 * half);
+    assert_eq!(wait_at(&mut record, T0 + 3 * half, 5), 8 * half);
+    assert_eq!(wait_at(&mut record, T0 + 10 * S, 6), 16 * half);
+    // An attempt ends (its permit is reported freed, and another takes it): the
+    // next turned-back job waits the base again.
+    let now = T0 + 11 * S;
+    record.report_calls(
+        &policy,
+        now,
+        &crate::dependency::Calls {
+            successes: 1,
+            finished: vec![1],
+            ..Default::default()
+        },
+    );
+    record.acquire_bounded(&policy, now, "w1", lease(), &[input(7)], None);
+    assert_eq!(wait_at(&mut record, now, 8), half);
+}
+
+#[test]
 fn a_record_with_the_new_parts_keeps_its_policy_in_the_old_shape() {
     let policy = DependencyPolicy::default();
     let mut record = DependencyRecord::default();
