@@ -59,9 +59,11 @@ pub struct ProtectionArgs {
     pub no_slow_call: bool,
     /// At most this share (0 to 1) of a queue's slots run one dependency's jobs at
     /// once in each worker; a job past it waits, attempt given back, its slot free
-    /// for other dependencies. 1 lets one dependency take every slot.
-    #[arg(long, default_value_t = 0.5, value_name = "SHARE")]
-    pub bulkhead_share: f64,
+    /// for other dependencies. 1 lets one dependency take every slot. Default 0.5
+    /// (`revenant demo`, whose queue calls one provider, has no bulkhead unless a
+    /// bulkhead flag is given).
+    #[arg(long, value_name = "SHARE")]
+    pub bulkhead_share: Option<f64>,
     /// A fixed per-worker limit instead of the share: `N` for every dependency,
     /// `KEY=N` for one. Repeat for several keys.
     #[arg(long = "bulkhead", value_name = "[KEY=]N")]
@@ -147,6 +149,15 @@ fn rate_flag(text: &str) -> Result<RateFlag, InputError> {
 }
 
 impl ProtectionArgs {
+    /// True when a flag sets the bulkhead (its share, a limit, a shared limit, or
+    /// adaptive concurrency).
+    pub fn sets_bulkhead(&self) -> bool {
+        self.bulkhead_share.is_some()
+            || !self.bulkheads.is_empty()
+            || !self.bulkheads_shared.is_empty()
+            || self.adaptive_concurrency
+    }
+
     /// The policy for every key (without per-key rate limits), or `None` with
     /// `--no-breaker`.
     pub fn policies(&self) -> Result<Option<DependencyPolicies>, InputError> {
@@ -196,7 +207,7 @@ impl ProtectionArgs {
         let bulkhead_for = |key: Option<&str>| {
             (!self.no_bulkhead).then(|| Bulkhead {
                 max_in_flight: last_for(&fixed, key).or(last_for(&fixed, None)),
-                share: self.bulkhead_share,
+                share: self.bulkhead_share.unwrap_or(Bulkhead::default().share),
                 shared: last_for(&shared, key).or(last_for(&shared, None)),
                 wait: bulkhead_wait,
                 adaptive: self.adaptive_concurrency,
