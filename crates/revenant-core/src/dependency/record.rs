@@ -258,8 +258,8 @@ pub struct DependencyRecord {
     /// Jobs turned back at the bulkhead's limit (local or shared), since the record
     /// was created.
     pub turned_back: u64,
-    /// When an attempt of the key last ended (reported ended), or when a job was
-    /// turned back with none ended before: the bulkhead's wait doubles for every
+    /// When an attempt of the key last ended (reported ended), or when one started
+    /// with none in flight, or when a job was turned back with neither before: the bulkhead's wait doubles for every
     /// `wait` of quiet since (up to 16 times the `wait`), so the backlog of a
     /// dependency that hangs is not claimed and turned back twice a second, at the
     /// expense of everything else the workers could claim, while a busy dependency
@@ -350,6 +350,11 @@ impl DependencyRecord {
                 if policy.bulkhead.is_some()
                     && matches!(decision, Decision::Run { .. } | Decision::Probe)
                 {
+                    if self.in_flight.is_empty() {
+                        // A busy spell starts: its quiet is counted from here, not from
+                        // an end before an idle hour.
+                        self.last_ended_us = Some(now_us);
+                    }
                     self.in_flight.push(InFlight {
                         job: request.job,
                         expires_at_us: now_us.saturating_add(us(probe_lease).max(1)),

@@ -550,6 +550,20 @@ fn the_bulkhead_wait_doubles_while_no_attempt_ends_and_starts_over_when_one_does
     );
     record.acquire_bounded(&policy, now, "w1", lease(), &[input(7)], None);
     assert_eq!(wait_at(&mut record, now, 8), half);
+    // An idle hour later (job 7 ended, nothing in flight), a new busy spell counts
+    // its quiet from its own start, not from job 7's end.
+    let later = now + 3600 * S;
+    record.report_calls(
+        &policy,
+        now + S,
+        &crate::dependency::Calls {
+            successes: 1,
+            finished: vec![7],
+            ..Default::default()
+        },
+    );
+    record.acquire_bounded(&policy, later, "w1", lease(), &[input(9)], None);
+    assert_eq!(wait_at(&mut record, later, 10), half);
 }
 
 #[test]
