@@ -395,7 +395,7 @@ enum Beat {
 /// when no heartbeat got through: the store rounds its clock to the millisecond, and
 /// a cancelled handler stops at its next await. A twentieth of the lease, at most
 /// 250 ms.
-fn give_up_margin(lease: Duration) -> Duration {
+pub(crate) fn give_up_margin(lease: Duration) -> Duration {
     (lease / 20).min(Duration::from_millis(250))
 }
 
@@ -425,8 +425,12 @@ async fn heartbeat(
     let deadline = held.deadline;
     let mut held_until = held.sent + held.lease.saturating_sub(give_up_margin(held.lease));
     // A kind with its own lease sets it now rather than at the first beat.
+    // A job started late in its claim's lease (it waited in the fetcher's buffer, or
+    // the claim was answered late) beats by half the time left, so its first heartbeat
+    // is not due after the lease could have run out.
     let mut next = if policy.lease() == held.claim_lease {
-        Instant::now() + policy.heartbeat()
+        let now = Instant::now();
+        (now + policy.heartbeat()).min(now + held_until.saturating_duration_since(now) / 2)
     } else {
         Instant::now()
     };

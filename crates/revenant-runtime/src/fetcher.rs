@@ -1,157 +1,284 @@
-//! The fetcher: one per queue. Claims jobs into the queue's free slots, in batches no
-//! larger than the free slots, and starts an executor for each.
+//! The fetcher: one per queue. Claims jobs for the queue's slots, into a small local
+//! buffer, and starts an executor for each as slots free up.
+//!
+//! **Claiming ahead.** A claim asks for the free slots plus room in the buffer: up to
+//! `claim_ahead` jobs (default: the queue's concurrency; see
+//! [`WorkerBuilder::claim_ahead`]) may be claimed and not yet started. As a slot frees,
+//! it takes the next buffered job at once, and the next claim is sent while the buffer
+//! still feeds the slots, so one round trip serves many short jobs and slots do not sit
+//! idle while a claim is in flight. At most one claim is in flight per queue, and the
+//! jobs claimed and not started never exceed `claim_ahead`: a claim asks for at most
+//! the free slots plus the buffer's room, and only this fetcher takes slots.
+//!
+//! A buffered job holds its lease while it waits. It waits at most half of what is
+//! left of its lease after one heartbeat interval (and the give-up margin): started
+//! any later, its first heartbeat could come after the lease could have run out. Past
+//! that it is released (fenced, back to `ready`, the attempt given back), and the
+//! fetcher claims no more ahead until a slot frees. A worker that protects
+//! dependencies never claims ahead: the dependency gate takes its permits at claim
+//! time, and a buffered job must not hold a bulkhead permit.
 //!
 //! Claims are at least the claim cooldown apart (default 20 ms), so slots that free up
-//! one by one are refilled by one claim, unless half the queue's slots are free: then
-//! it claims at once.
+//! one by one are refilled by one claim, unless half of the slots and the buffer's room
+//! together are free: then it claims at once.
 //!
 //! It sleeps on [`Store::wait_for_jobs`] (an in-process signal on SQLite,
-//! LISTEN/NOTIFY on PostgreSQL) with the poll interval as the fallback, and on a free
-//! slot when every slot is taken. At the shutdown signal it stops at once; jobs from a
-//! claim that was already in flight are released, not run.
+//! LISTEN/NOTIFY on PostgreSQL) with the poll interval as the fallback when a claim
+//! found fewer jobs than it asked for. At the shutdown signal it stops at once: the
+//! buffered jobs, and those of a claim that was already in flight, are released, not
+//! run.
 //!
 //! **Reclaims.** A job claimed off an expired lease is a *suspect*: the process that
 //! ran it may have died of it (a job that aborts its worker). The store hands out at
-//! most one per claim, and while a suspect runs here the fetcher claims with
-//! `reclaim: false`, so one process never holds two suspects at once and a poison
-//! cannot take its former neighbours down with it again. When the suspect ends the
-//! fetcher claims again at once, so the expired leases of an idle queue are taken up
-//! one per suspect run, not one per poll interval. A suspect that runs longer than the
-//! poll interval stops holding reclaims back (a slow job must not stall them).
+//! most one per claim, and while a suspect runs or waits in the buffer here the fetcher
+//! claims with `reclaim: false`, so one process never holds two suspects at once and a
+//! poison cannot take its former neighbours down with it again. When the suspect ends
+//! the fetcher claims again at once, so the expired leases of an idle queue are taken
+//! up one per suspect run, not one per poll interval. A suspect that runs longer than
+//! the poll interval stops holding reclaims back (a slow job must not stall them).
 //!
 //! [`Store::wait_for_jobs`]: revenant_core::store::Store::wait_for_jobs
+//! [`WorkerBuilder::claim_ahead`]: crate::WorkerBuilder::claim_ahead
 
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::completer::Ack;
-use crate::executor;
+use crate::executor::{self, give_up_margin};
 use crate::gate::{self, Gate};
 use crate::store_retry::retry;
 use crate::worker::{QueueConfig, Shared};
+use revenant_core::error::StoreError;
+use revenant_core::job::Job;
+use revenant_core::policy::RetryPolicy;
 use revenant_core::store::{JobClaimParams, LeaseRef};
+
+/// A claimed job not started yet.
+struct Buffered {
+    job: Job,
+    /// When the claim that leased it was sent: its lease lasts at least from here.
+    sent: Instant,
+    /// Held while it is a suspect, waiting or running.
+    suspect: Option<SuspectRunning>,
+}
+
+/// A claim in flight: its send time, how many jobs it asked for, whether it could take
+/// an expired lease, and the store's answer.
+type Claim = tokio::task::JoinHandle<(Instant, usize, bool, Result<Vec<Job>, StoreError>)>;
+
+/// How long a claimed job may wait in the buffer: half of what is left of the lease
+/// after one heartbeat interval and the give-up margin. A job started by then has its
+/// first heartbeat sent with half that room left before the lease could run out. Zero
+/// when the heartbeat interval leaves no room (then the queue does not claim ahead).
+pub(crate) fn buffer_hold(policy: &RetryPolicy) -> Duration {
+    policy
+        .lease()
+        .saturating_sub(give_up_margin(policy.lease()))
+        .saturating_sub(policy.heartbeat())
+        / 2
+}
 
 pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Semaphore>) {
     let stop = shared.stop_claiming.clone();
     // Claims use the queue's lease; an executor whose kind has its own lease sets it
     // with a heartbeat right after starting.
-    let claim_lease = {
+    let policy = {
         let policies = shared.policies.cached();
-        policies
+        *policies
             .queues
             .get(&queue.name)
             .unwrap_or(&policies.default)
-            .lease()
     };
-    let mut last_claim: Option<tokio::time::Instant> = None;
+    let claim_lease = policy.lease();
+    let hold = buffer_hold(&policy);
+    let ahead = if hold.is_zero() {
+        0
+    } else {
+        shared.claim_ahead.unwrap_or(queue.concurrency)
+    };
     let suspects = Arc::new(Suspects::default());
     // Until when the suspect started last holds reclaims back.
     let mut suspect_until: Option<Instant> = None;
-    // Half the queue's slots: enough free slots to claim without waiting out the
+    // Half the slots and the buffer's room: enough to claim without waiting out the
     // cooldown.
-    let enough = queue.concurrency.div_ceil(2).max(1);
+    let enough = (queue.concurrency + ahead).div_ceil(2).max(1);
+    // The free slots this fetcher has taken and not handed out yet.
+    let mut free: Vec<OwnedSemaphorePermit> = Vec::new();
+    let mut buffer: VecDeque<Buffered> = VecDeque::new();
+    let mut claim: Option<Claim> = None;
+    let mut last_claim: Option<Instant> = None;
+    // No claim before this (the store failed in a way retrying did not fix).
+    let mut retry_at: Option<Instant> = None;
+    // A buffered job was released unstarted: claim no more ahead until a slot frees.
+    let mut stalled = false;
+    // The last claim found fewer jobs than it asked for: wait for a wake-up (or a
+    // suspect's end) before the next.
+    let mut wake: Option<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = None;
     loop {
-        // Gather free slots: claim once `enough` are free, or once the cooldown since the
-        // last claim has passed and at least one is. The cooldown lets slots that free
-        // up one by one be refilled by one claim instead of one store call each; ending
-        // it early when half the slots are free keeps it from capping a fast queue at
-        // `concurrency / cooldown` jobs a second, and keeps a newly enqueued job from
-        // waiting out a cooldown when the worker is mostly idle.
-        let cooled =
-            last_claim.map_or_else(tokio::time::Instant::now, |at| at + shared.claim_cooldown);
-        let mut permits: Vec<OwnedSemaphorePermit> = Vec::new();
-        while permits.len() < enough {
-            tokio::select! {
-                biased;
-                _ = stop.cancelled() => break,
-                permit = slots.clone().acquire_owned() => match permit {
-                    Ok(permit) => {
-                        permits.push(permit);
-                        while let Ok(permit) = slots.clone().try_acquire_owned() {
-                            permits.push(permit);
-                        }
-                    }
-                    Err(_) => break,
-                },
-                _ = tokio::time::sleep_until(cooled), if !permits.is_empty() => break,
-            }
+        while let Ok(permit) = slots.clone().try_acquire_owned() {
+            free.push(permit);
+            stalled = false;
         }
-        if stop.is_cancelled() || permits.is_empty() {
-            break;
-        }
-        let limit = permits.len();
-        // The claimed leases last at least from here: the executors count from it.
-        let sent = tokio::time::Instant::now();
-        last_claim = Some(sent);
-        let params = JobClaimParams {
-            queue: queue.name.clone(),
-            worker: shared.worker_id.clone(),
-            limit: u32::try_from(limit).unwrap_or(u32::MAX),
-            lease: claim_lease,
-            reclaim: suspects.running() == 0 || suspect_until.is_none_or(|t| Instant::now() >= t),
-            now: None,
-        };
-        let jobs = match retry("job_claim", &stop, || {
-            shared.store.job_claim(params.clone())
-        })
-        .await
-        {
-            Ok(jobs) => jobs,
-            // Stopped while the store was failing, or a fault retrying does not fix:
-            // the retry helper has logged it; try again after the poll interval.
-            Err(_) => {
-                drop(permits);
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    _ = tokio::time::sleep(shared.poll_interval) => continue,
-                }
-            }
-        };
-        let got = jobs.len();
-        if stop.is_cancelled() || got > limit {
-            // The signal came while the claim was in flight (or the store returned more
-            // than asked): give these back now rather than run them after the signal.
-            let keep = if stop.is_cancelled() { 0 } else { limit };
-            let mut jobs = jobs;
-            let extra = jobs.split_off(keep);
-            release(&shared, extra).await;
-            if stop.is_cancelled() {
-                break;
-            }
-            if start(
+        // Buffered jobs that waited their longest go back, unstarted.
+        let now = Instant::now();
+        let overdue = buffer.iter().take_while(|b| b.sent + hold <= now).count();
+        if overdue > 0 {
+            let jobs: Vec<Buffered> = buffer.drain(..overdue).collect();
+            tracing::debug!(queue = %queue.name, jobs = jobs.len(), hold_ms = hold.as_millis() as u64, "claimed jobs waited too long for a slot: released");
+            release(
                 &shared,
-                &queue,
-                (claim_lease, sent),
-                jobs,
-                permits,
-                &suspects,
+                jobs.into_iter().map(|b| b.job).collect(),
+                "released a claimed job that waited too long for a slot",
             )
-            .await
-            {
+            .await;
+            stalled = true;
+        }
+        // Free slots take buffered jobs, oldest claim first.
+        if !buffer.is_empty() && !free.is_empty() {
+            let n = buffer.len().min(free.len());
+            let jobs: Vec<Buffered> = buffer.drain(..n).collect();
+            let permits: Vec<OwnedSemaphorePermit> = free.drain(..n).collect();
+            if start(&shared, &queue, claim_lease, jobs, permits, &suspects).await {
                 suspect_until = Some(Instant::now() + shared.poll_interval);
             }
+        }
+        // Claim for the free slots and the buffer's room.
+        let room = if stalled { 0 } else { ahead };
+        let want = (free.len() + room).saturating_sub(buffer.len());
+        let cooled = last_claim.map_or(now, |at| at + shared.claim_cooldown);
+        let claim_at = if claim.is_some()
+            || wake.is_some()
+            || want == 0
+            || retry_at.is_some_and(|t| t > now)
+        {
+            None
+        } else if want >= enough {
+            Some(now)
+        } else if free.len() > buffer.len() {
+            // Slots would go without: the cooldown lets more free up first.
+            Some(cooled)
+        } else {
+            None
+        };
+        if let Some(at) = claim_at.filter(|&at| at <= now) {
+            retry_at = None;
+            last_claim = Some(now);
+            let params = JobClaimParams {
+                queue: queue.name.clone(),
+                worker: shared.worker_id.clone(),
+                limit: u32::try_from(want).unwrap_or(u32::MAX),
+                lease: claim_lease,
+                reclaim: suspects.running() == 0
+                    || suspect_until.is_none_or(|t| Instant::now() >= t),
+                now: None,
+            };
+            let _ = at;
+            let shared = shared.clone();
+            claim = Some(tokio::spawn(async move {
+                // The claimed leases last at least from here: the executors count from it.
+                let sent = Instant::now();
+                let jobs = retry("job_claim", &shared.stop_claiming, || {
+                    shared.store.job_claim(params.clone())
+                })
+                .await;
+                (sent, want, params.reclaim, jobs)
+            }));
             continue;
         }
-        let used: Vec<OwnedSemaphorePermit> = permits.drain(..got).collect();
-        drop(permits);
-        if start(&shared, &queue, (claim_lease, sent), jobs, used, &suspects).await {
-            suspect_until = Some(Instant::now() + shared.poll_interval);
-        }
-        if got < limit {
-            // The queue had fewer due jobs than free slots: wait for a wake-up, or for
-            // a suspect to end (an expired lease may be waiting for it).
-            tokio::select! {
-                _ = stop.cancelled() => break,
-                _ = suspects.ended.notified(), if suspects.running() > 0 => {}
-                _ = shared.store.wait_for_jobs(
-                    &queue.name,
-                    shared.due_soon.wait_for(&queue.name, shared.poll_interval),
-                ) => {}
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => break,
+            landed = async { claim.as_mut().expect("a claim in flight").await }, if claim.is_some() => {
+                claim = None;
+                let (sent, asked, reclaim, jobs) = match landed {
+                    Ok(landed) => landed,
+                    Err(err) => (Instant::now(), 0, true, Err(StoreError::unavailable(err))),
+                };
+                let jobs = match jobs {
+                    Ok(jobs) => jobs,
+                    // Stopped while the store was failing, or a fault retrying does not
+                    // fix: the retry helper has logged it; try again after the poll
+                    // interval.
+                    Err(_) => {
+                        retry_at = Some(Instant::now() + shared.poll_interval);
+                        continue;
+                    }
+                };
+                if stop.is_cancelled() {
+                    // The signal came while the claim was in flight: give these back now
+                    // rather than run them after the signal.
+                    release(&shared, jobs, "released a job claimed as shutdown began").await;
+                    break;
+                }
+                let got = jobs.len();
+                let mut jobs = jobs;
+                // Only a store bug returns more than asked: those go back. What was
+                // asked fits: the claim asked for the free slots plus the buffer's room
+                // when it was sent, and since then every slot that freed took a
+                // buffered job first.
+                if got > asked {
+                    let extra = jobs.split_off(asked);
+                    release(&shared, extra, "released a job claimed beyond what was asked").await;
+                }
+                for job in jobs {
+                    let suspect = is_reclaim(&job).then(|| suspects.started());
+                    buffer.push_back(Buffered { job, sent, suspect });
+                }
+                if got < asked && (reclaim || suspects.running() > 0) {
+                    // The queue had fewer due jobs than asked: wait for a wake-up, or
+                    // for a suspect to end (an expired lease may be waiting for it). A
+                    // claim that held reclaims back for a suspect that has ended since
+                    // is made again at once instead.
+                    let queue = &queue.name;
+                    let timeout = shared.due_soon.wait_for(queue, shared.poll_interval);
+                    wake = Some(Box::pin(shared.store.wait_for_jobs(queue, timeout)));
+                }
             }
+            permit = slots.clone().acquire_owned() => match permit {
+                Ok(permit) => {
+                    free.push(permit);
+                    while let Ok(permit) = slots.clone().try_acquire_owned() {
+                        free.push(permit);
+                    }
+                    stalled = false;
+                }
+                Err(_) => break,
+            },
+            _ = async { wake.as_mut().expect("waiting for a wake-up").await }, if wake.is_some() => wake = None,
+            // Not guarded by `running() > 0`: the suspect's slot may come back (the
+            // branch above) before this branch is polled, and the end must still wake
+            // the fetcher. A stale notification costs one extra claim at most.
+            _ = suspects.ended.notified(), if wake.is_some() => wake = None,
+            _ = tokio::time::sleep_until(buffer.front().map_or(now, |b| b.sent + hold)), if !buffer.is_empty() => {}
+            _ = tokio::time::sleep_until(claim_at.unwrap_or(now)), if claim_at.is_some() => {}
+            _ = tokio::time::sleep_until(retry_at.unwrap_or(now)), if retry_at.is_some() => retry_at = None,
         }
+    }
+    // Stopped: what is buffered or still being claimed goes back unstarted.
+    if let Some(claim) = claim.take() {
+        if let Ok((_, _, _, Ok(jobs))) = claim.await {
+            buffer.extend(jobs.into_iter().map(|job| Buffered {
+                job,
+                sent: Instant::now(),
+                suspect: None,
+            }));
+        }
+    }
+    drop(free);
+    if !buffer.is_empty() {
+        release(
+            &shared,
+            buffer.into_iter().map(|b| b.job).collect(),
+            "released a claimed job not started when shutdown began",
+        )
+        .await;
     }
     tracing::debug!(queue = %queue.name, "fetcher stopped");
 }
@@ -197,36 +324,52 @@ fn is_reclaim(job: &revenant_core::job::Job) -> bool {
     })
 }
 
-/// Starts an executor for each claimed job the dependency gate lets run (every job
-/// when the worker protects no dependency); a job sent back to wait frees its slot at
-/// once. Returns true when it started a suspect.
+/// Starts an executor for each job the dependency gate lets run (every job when the
+/// worker protects no dependency); a job sent back to wait frees its slot at once.
+/// Returns true when it started a suspect.
 async fn start(
     shared: &Arc<Shared>,
     queue: &QueueConfig,
-    (claim_lease, sent): (std::time::Duration, Instant),
-    jobs: Vec<revenant_core::job::Job>,
+    claim_lease: Duration,
+    jobs: Vec<Buffered>,
     permits: Vec<OwnedSemaphorePermit>,
     suspects: &Arc<Suspects>,
 ) -> bool {
     let gates = match &shared.dependencies {
         None => vec![Gate::Run(None); jobs.len()],
         Some(dependencies) => {
-            match gate::gate(shared, dependencies, queue.concurrency, claim_lease, &jobs).await {
+            // Never a buffered job: a worker that protects dependencies does not claim
+            // ahead, so these were claimed for these very slots just now.
+            let claimed: Vec<Job> = jobs.iter().map(|b| b.job.clone()).collect();
+            match gate::gate(
+                shared,
+                dependencies,
+                queue.concurrency,
+                claim_lease,
+                &claimed,
+            )
+            .await
+            {
                 Ok(gates) => gates,
                 Err(err) => {
                     // Only at shutdown, or a fault retrying does not fix: the jobs go back.
                     tracing::warn!(error = %err, jobs = jobs.len(), "could not ask for dependency permits; releasing the claimed jobs");
-                    release(shared, jobs).await;
+                    release(shared, claimed, "released a claimed job").await;
                     return false;
                 }
             }
         }
     };
     let mut suspect = false;
-    for ((job, gate), permit) in jobs.into_iter().zip(gates).zip(permits) {
+    for ((buffered, gate), permit) in jobs.into_iter().zip(gates).zip(permits) {
+        let Buffered {
+            job,
+            sent,
+            suspect: running,
+        } = buffered;
         match gate {
             Gate::Run(ticket) => {
-                let running = is_reclaim(&job).then(|| suspects.started());
+                let running = running.or_else(|| is_reclaim(&job).then(|| suspects.started()));
                 suspect |= running.is_some();
                 let run = executor::run(shared.clone(), claim_lease, sent, job, permit, ticket);
                 tokio::spawn(async move {
@@ -240,22 +383,25 @@ async fn start(
     suspect
 }
 
-async fn release(shared: &Shared, jobs: Vec<revenant_core::job::Job>) {
-    for job in jobs {
-        let Some(lease_token) = job.lease_token else {
-            continue;
-        };
+/// Gives claimed, unstarted jobs back (fenced, back to `ready`, the attempt given
+/// back), all at once so the completer writes them in one call.
+async fn release(shared: &Shared, jobs: Vec<Job>, why: &'static str) {
+    let sends = jobs.into_iter().filter_map(|job| {
+        let lease_token = job.lease_token?;
         let lease = LeaseRef {
             id: job.id,
             lease_token,
         };
-        match shared.completer.send(Ack::Release(lease)).await {
-            Ok(fenced) => {
-                tracing::info!(job_id = job.id, queue = %job.queue, result = ?fenced, "released a job claimed as shutdown began")
+        Some(async move {
+            match shared.completer.send(Ack::Release(lease)).await {
+                Ok(fenced) => {
+                    tracing::info!(job_id = job.id, queue = %job.queue, result = ?fenced, "{why}")
+                }
+                Err(err) => {
+                    tracing::warn!(job_id = job.id, queue = %job.queue, error = %err, "{why}: could not release it; it is reclaimed when its lease expires")
+                }
             }
-            Err(err) => {
-                tracing::warn!(job_id = job.id, queue = %job.queue, error = %err, "could not release a job claimed as shutdown began; it is reclaimed when its lease expires")
-            }
-        }
-    }
+        })
+    });
+    futures::future::join_all(sends).await;
 }

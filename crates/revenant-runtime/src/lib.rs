@@ -92,4 +92,4 @@ pub use handler::{Handler, JobAction, JobError, ResultExt};
 pub use maintenance::MaintenanceConfig;
 pub use policies::Policies;
 pub use shutdown::{signal, ShutdownHandle};
-pub use worker::{ConfigError, Worker, WorkerBuilder, WorkerError};
+pub use worker::{ConfigError, Worker, WorkerBuilder, WorkerError, MAX_CLAIM_AHEAD};

@@ -37,8 +37,12 @@ fn policy(max_attempts: u32) -> RetryPolicy {
 }
 
 fn builder(store: &Arc<FaultyStore>) -> WorkerBuilder {
+    builder_with(store, 4)
+}
+
+fn builder_with(store: &Arc<FaultyStore>, slots: usize) -> WorkerBuilder {
     Worker::builder(store.clone())
-        .queue("q", 4)
+        .queue("q", slots)
         .policies(PolicySet::new(policy(3)))
         .poll_interval(ms(20))
         .shutdown_grace(ms(200))
@@ -163,9 +167,12 @@ async fn every_outcome_ends_in_its_state() {
         Some(DeadReason::AttemptsExhausted),
     );
     assert_eq!(job.errors.len(), 3);
-    assert!(job.errors.iter().all(|e| e.class == FailureClass::Transient
-        && e.message == "provider said 503"
-        && e.worker.as_deref() == Some("w1")));
+    assert!(
+        job.errors.iter().all(|e| e.class == FailureClass::Transient
+            && e.message == "provider said 503"
+            && e.worker.as_deref() == Some("w1")),
+        "{job:#?}"
+    );
     let job = check(once, JobState::Completed, 2, None);
     assert_eq!(job.errors[0].message, "flaky");
     check(permanent, JobState::Dead, 1, Some(DeadReason::Permanent));
@@ -513,8 +520,11 @@ async fn shutdown_releases_unfinished_jobs_with_their_attempts_given_back() {
         .attempt_timeout(ms(10_000))
         .build()
         .unwrap();
+    // Claims only into free slots: this test is about running jobs (buffered ones
+    // are the next test's).
     let worker = builder(&store)
         .policies(PolicySet::new(policy))
+        .claim_ahead(0)
         .handler_fn("step", scripted)
         .build()
         .unwrap();
@@ -548,6 +558,243 @@ async fn shutdown_releases_unfinished_jobs_with_their_attempts_given_back() {
     assert!(
         store.worker_list().await.unwrap().is_empty(),
         "left the registry"
+    );
+}
+
+/// A handler that holds its slot until the test lets it go, counting its starts.
+#[derive(Clone)]
+struct Gatekeeper {
+    started: Arc<AtomicUsize>,
+    go: Arc<tokio::sync::Semaphore>,
+    /// The attempt number of every start, in order.
+    attempts: Arc<std::sync::Mutex<Vec<i32>>>,
+}
+
+impl Default for Gatekeeper {
+    fn default() -> Self {
+        Gatekeeper {
+            started: Arc::default(),
+            go: Arc::new(tokio::sync::Semaphore::new(0)),
+            attempts: Arc::default(),
+        }
+    }
+}
+
+impl Gatekeeper {
+    fn handler(
+        &self,
+    ) -> impl Fn(
+        JobContext,
+        serde_json::Value,
+    ) -> futures::future::BoxFuture<'static, Result<(), JobError>>
+           + Send
+           + Sync
+           + 'static {
+        let this = self.clone();
+        move |ctx: JobContext, _: serde_json::Value| {
+            let this = this.clone();
+            Box::pin(async move {
+                this.attempts.lock().unwrap().push(ctx.attempt());
+                this.started.fetch_add(1, Ordering::SeqCst);
+                let permit = this.go.acquire().await.expect("the semaphore stays open");
+                permit.forget();
+                Ok(())
+            })
+        }
+    }
+
+    fn started(&self) -> usize {
+        self.started.load(Ordering::SeqCst)
+    }
+}
+
+/// Jobs claimed ahead into the buffer and not started when the shutdown signal comes
+/// are released at once (back to `ready`, attempt given back, never run), while the
+/// running ones finish within the grace period.
+#[tokio::test]
+async fn buffered_jobs_are_released_at_the_shutdown_signal_without_running() {
+    let store = Arc::new(FaultyStore::open().await);
+    let policy = RetryPolicy::builder()
+        .lease(ms(20_000))
+        .attempt_timeout(ms(10_000))
+        .build()
+        .unwrap();
+    let gate = Gatekeeper::default();
+    let worker = builder_with(&store, 2)
+        .claim_ahead(2)
+        .policies(PolicySet::new(policy))
+        .shutdown_grace(Duration::from_secs(20))
+        .handler_fn("hold", gate.handler())
+        .build()
+        .unwrap();
+    for _ in 0..4 {
+        enqueue(&store, "hold", json!(null)).await;
+    }
+    let (shutdown, task) = start(worker);
+    // Two run, two wait in the buffer: all four are leased to this worker.
+    wait_until(&store, "four jobs claimed", |jobs| {
+        jobs.iter()
+            .filter(|j| j.status == JobState::Running)
+            .count()
+            == 4
+    })
+    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while gate.started() < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "two handlers never started"
+        );
+        tokio::time::sleep(ms(5)).await;
+    }
+    shutdown.shutdown();
+    // The buffered two go back while the running two still hold their slots.
+    wait_until(&store, "the two buffered jobs released", |jobs| {
+        jobs.iter()
+            .filter(|j| j.status == JobState::Ready && j.attempts == 0)
+            .count()
+            == 2
+    })
+    .await;
+    assert_eq!(gate.started(), 2, "a buffered job ran after the signal");
+    gate.go.add_permits(2);
+    task.await.unwrap();
+    let jobs = store.all().await;
+    assert_eq!(
+        jobs.iter()
+            .filter(|j| j.status == JobState::Completed)
+            .count(),
+        2,
+        "{jobs:#?}"
+    );
+    assert_eq!(
+        jobs.iter()
+            .filter(|j| j.status == JobState::Ready && j.attempts == 0 && j.errors.is_empty())
+            .count(),
+        2,
+        "{jobs:#?}"
+    );
+    assert_eq!(gate.started(), 2);
+}
+
+/// A job that waits in the buffer while every slot is busy is released before its
+/// lease could run out (it would have had no heartbeat): it is back in `ready` with
+/// its attempt given back while the slot is still busy, and runs later as attempt 1.
+#[tokio::test]
+async fn a_buffered_job_is_released_before_its_lease_could_expire_and_runs_later() {
+    let store = Arc::new(FaultyStore::open().await);
+    // Lease 2 s, heartbeat 100 ms, give-up margin 100 ms: a job may wait in the buffer
+    // 900 ms; the first job's attempt may run 1.9 s.
+    let policy = RetryPolicy::builder()
+        .lease(ms(2_000))
+        .attempt_timeout(ms(1_900))
+        .heartbeat(ms(100))
+        .build()
+        .unwrap();
+    assert_eq!(crate::fetcher::buffer_hold(&policy), ms(900));
+    let gate = Gatekeeper::default();
+    let worker = builder_with(&store, 1)
+        .policies(PolicySet::new(policy))
+        .claim_ahead(1)
+        .handler_fn("hold", gate.handler())
+        .build()
+        .unwrap();
+    let first = enqueue(&store, "hold", json!(null)).await;
+    let second = enqueue(&store, "hold", json!(null)).await;
+    let (shutdown, task) = start(worker);
+    wait_until(&store, "both jobs claimed", |jobs| {
+        jobs.iter().all(|j| j.status == JobState::Running)
+    })
+    .await;
+    // The first holds the only slot (its heartbeats keep its lease) past the second's
+    // lease; the second must have gone back unstarted.
+    wait_until(&store, "the buffered job released", |jobs| {
+        let job = |id| jobs.iter().find(|j| j.id == id).unwrap();
+        job(first).status == JobState::Running
+            && job(second).status == JobState::Ready
+            && job(second).attempts == 0
+    })
+    .await;
+    assert_eq!(gate.started(), 1, "the buffered job ran");
+    let released = store.calls("job_release");
+    assert!(released >= 1);
+    // Claims no more ahead until a slot frees: the second stays ready, and nothing
+    // more is claimed into the buffer meanwhile.
+    let claims = store.calls("job_claim");
+    tokio::time::sleep(ms(100)).await;
+    assert_eq!(
+        store.calls("job_claim"),
+        claims,
+        "claimed ahead again while stalled"
+    );
+    gate.go.add_permits(2);
+    wait_until(&store, "both jobs to complete", |jobs| {
+        jobs.iter().all(|j| j.status == JobState::Completed)
+    })
+    .await;
+    shutdown.shutdown();
+    task.await.unwrap();
+    assert_eq!(
+        *gate.attempts.lock().unwrap(),
+        vec![1, 1],
+        "each ran once, as attempt 1"
+    );
+    let second = store.job(second).await;
+    assert!(second.errors.is_empty(), "{second:#?}");
+}
+
+/// Jobs claimed by this worker and not running (leased in the database, no handler
+/// started) never exceed `claim_ahead`, and the buffer is used.
+#[tokio::test]
+async fn jobs_claimed_ahead_never_exceed_the_bound() {
+    const SLOTS: usize = 2;
+    const AHEAD: usize = 3;
+    let store = Arc::new(FaultyStore::open().await);
+    let peak_ahead = Arc::new(AtomicUsize::new(0));
+    let running = Arc::new(AtomicUsize::new(0));
+    let (peak, r, s) = (peak_ahead.clone(), running.clone(), store.clone());
+    let worker = builder_with(&store, SLOTS)
+        .claim_ahead(AHEAD)
+        .handler_fn("look", move |_ctx: JobContext, _: serde_json::Value| {
+            let (peak, running, store) = (peak.clone(), r.clone(), s.clone());
+            async move {
+                running.fetch_add(1, Ordering::SeqCst);
+                // Leased in the database while this handler runs: the running
+                // handlers (this one included), the jobs whose results are being
+                // written (their slots are still taken) and the buffered ones.
+                let leased = store
+                    .all()
+                    .await
+                    .iter()
+                    .filter(|j| j.status == JobState::Running)
+                    .count();
+                peak.fetch_max(leased, Ordering::SeqCst);
+                tokio::time::sleep(ms(2)).await;
+                running.fetch_sub(1, Ordering::SeqCst);
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    for _ in 0..60 {
+        enqueue(&store, "look", json!(null)).await;
+    }
+    let (shutdown, task) = start(worker);
+    wait_until(&store, "every job to complete", |jobs| {
+        jobs.iter().all(|j| j.status == JobState::Completed)
+    })
+    .await;
+    shutdown.shutdown();
+    task.await.unwrap();
+    let peak = peak_ahead.load(Ordering::SeqCst);
+    assert!(
+        peak <= SLOTS + AHEAD,
+        "{peak} jobs leased at once: {SLOTS} slots and {AHEAD} ahead allow {}",
+        SLOTS + AHEAD
+    );
+    assert!(
+        peak > SLOTS,
+        "the buffer was never used ({peak} leased at most)"
     );
 }
 
