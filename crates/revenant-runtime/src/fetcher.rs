@@ -2,13 +2,14 @@
 //! buffer, and starts an executor for each as slots free up.
 //!
 //! **Claiming ahead.** A claim asks for the free slots plus room in the buffer: up to
-//! `claim_ahead` jobs (default: the queue's concurrency; see
-//! [`WorkerBuilder::claim_ahead`]) may be claimed and not yet started. As a slot frees,
-//! it takes the next buffered job at once, and the next claim is sent while the buffer
-//! still feeds the slots, so one round trip serves many short jobs and slots do not sit
-//! idle while a claim is in flight. At most one claim is in flight per queue, and the
-//! jobs claimed and not started never exceed `claim_ahead`: a claim asks for at most
-//! the free slots plus the buffer's room, and only this fetcher takes slots.
+//! `claim_ahead` jobs (default 0, off; see [`WorkerBuilder::claim_ahead`]) may be
+//! claimed and not yet started. As a slot frees, it takes the next buffered job at
+//! once, and the next claim is sent while the buffer still feeds the slots, so one
+//! round trip serves many short jobs and slots do not sit idle while a claim is in
+//! flight. At most one claim is in flight per queue, and the jobs claimed and not
+//! started never exceed `claim_ahead`: a claim asks for at most the free slots plus
+//! the buffer's room, and only this fetcher takes slots. Off, the fetcher claims only
+//! into free slots, one claim in flight, as before.
 //!
 //! A buffered job holds its lease while it waits. It waits at most half of what is
 //! left of its lease after one heartbeat interval (and the give-up margin): started
@@ -70,8 +71,12 @@ struct Buffered {
 }
 
 /// A claim in flight: its send time, how many jobs it asked for, whether it could take
-/// an expired lease, and the store's answer.
-type Claim = tokio::task::JoinHandle<(Instant, usize, bool, Result<Vec<Job>, StoreError>)>;
+/// an expired lease, and the store's answer. Polled by the fetcher itself, not spawned:
+/// the jobs start in the same wake-up that brings the answer, so a runtime whose
+/// threads are busy (a handler blocking its thread) does not leave claimed jobs
+/// waiting for a second wake-up while their leases run.
+type Claim =
+    Pin<Box<dyn Future<Output = (Instant, usize, bool, Result<Vec<Job>, StoreError>)> + Send>>;
 
 /// How long a claimed job may wait in the buffer: half of what is left of the lease
 /// after one heartbeat interval and the give-up margin. A job started by then has its
@@ -101,7 +106,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
     let ahead = if hold.is_zero() {
         0
     } else {
-        shared.claim_ahead.unwrap_or(queue.concurrency)
+        shared.claim_ahead
     };
     let suspects = Arc::new(Suspects::default());
     // Until when the suspect started last holds reclaims back.
@@ -181,7 +186,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
             };
             let _ = at;
             let shared = shared.clone();
-            claim = Some(tokio::spawn(async move {
+            claim = Some(Box::pin(async move {
                 // The claimed leases last at least from here: the executors count from it.
                 let sent = Instant::now();
                 let jobs = retry("job_claim", &shared.stop_claiming, || {
@@ -197,10 +202,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
             _ = stop.cancelled() => break,
             landed = async { claim.as_mut().expect("a claim in flight").await }, if claim.is_some() => {
                 claim = None;
-                let (sent, asked, reclaim, jobs) = match landed {
-                    Ok(landed) => landed,
-                    Err(err) => (Instant::now(), 0, true, Err(StoreError::unavailable(err))),
-                };
+                let (sent, asked, reclaim, jobs) = landed;
                 let jobs = match jobs {
                     Ok(jobs) => jobs,
                     // Stopped while the store was failing, or a fault retrying does not
@@ -263,7 +265,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
     }
     // Stopped: what is buffered or still being claimed goes back unstarted.
     if let Some(claim) = claim.take() {
-        if let Ok((_, _, _, Ok(jobs))) = claim.await {
+        if let (_, _, _, Ok(jobs)) = claim.await {
             buffer.extend(jobs.into_iter().map(|job| Buffered {
                 job,
                 sent: Instant::now(),

@@ -520,11 +520,8 @@ async fn shutdown_releases_unfinished_jobs_with_their_attempts_given_back() {
         .attempt_timeout(ms(10_000))
         .build()
         .unwrap();
-    // Claims only into free slots: this test is about running jobs (buffered ones
-    // are the next test's).
     let worker = builder(&store)
         .policies(PolicySet::new(policy))
-        .claim_ahead(0)
         .handler_fn("step", scripted)
         .build()
         .unwrap();

@@ -120,9 +120,9 @@ pub(crate) struct Shared {
     pub(crate) worker_id: String,
     pub(crate) poll_interval: Duration,
     pub(crate) claim_cooldown: Duration,
-    /// Jobs each fetcher may claim beyond its free slots (see [`crate::fetcher`]);
-    /// `None`: the queue's concurrency. Zero on a worker that protects dependencies.
-    pub(crate) claim_ahead: Option<usize>,
+    /// Jobs each fetcher may claim beyond its free slots (see [`crate::fetcher`]).
+    /// Zero by default and on a worker that protects dependencies.
+    pub(crate) claim_ahead: usize,
     pub(crate) heartbeats: bool,
     /// Fired at the shutdown signal: claim nothing more.
     pub(crate) stop_claiming: CancellationToken,
@@ -264,13 +264,18 @@ impl WorkerBuilder {
     /// How many jobs each queue's fetcher may claim beyond its free slots, into a
     /// local buffer from which slots are refilled as they free up, so that one claim
     /// serves many short jobs and the next claim is made while the buffer still feeds
-    /// the slots. Default: the queue's concurrency. Zero claims only into free slots.
-    /// At most [`MAX_CLAIM_AHEAD`].
+    /// the slots. Default 0: a worker claims only into free slots. At most
+    /// [`MAX_CLAIM_AHEAD`]. For a queue of many short jobs, the queue's concurrency
+    /// is a good start: on the W1 drain of docs/benchmarks.md it took PostgreSQL from
+    /// 0.43x to 0.90x the batched raw-SQL ceiling.
     ///
-    /// The cost: a buffered job holds its lease while it waits, so a process killed
-    /// with a full buffer leaves up to this many jobs per queue to be reclaimed when
-    /// their leases expire (a graceful shutdown releases them at once, attempt given
-    /// back). A job that has waited in the buffer for part of its lease (half of what
+    /// Why it is off by default: the attempt is counted at claim (so a job that kills
+    /// its worker still reaches the dead letters), and a buffered job holds its lease
+    /// and its spent attempt while it waits. A process killed with a full buffer
+    /// leaves up to this many jobs per queue, never started, to be reclaimed when their
+    /// leases expire, each with an attempt spent; one on its last attempt dies
+    /// `lease_expired` without having run. A graceful shutdown releases them at once,
+    /// attempt given back. A job that has waited in the buffer for part of its lease (half of what
     /// is left of it after one heartbeat interval) is released, not run on a lease
     /// that could run out before its first heartbeat. A worker with
     /// [`WorkerBuilder::dependencies`] never claims ahead (the dependency gate takes
@@ -652,9 +657,9 @@ impl Worker {
             poll_interval: self.poll_interval,
             claim_cooldown: self.claim_cooldown,
             claim_ahead: if dependencies.is_some() {
-                Some(0)
+                0
             } else {
-                self.claim_ahead
+                self.claim_ahead.unwrap_or(0)
             },
             heartbeats: self.heartbeats,
             stop_claiming: stop_claiming.clone(),

@@ -94,6 +94,10 @@ pub struct WorkerArgs {
     /// The fallback poll interval, in milliseconds.
     #[arg(long, default_value_t = 200)]
     pub poll_ms: u64,
+    /// Jobs the fetcher may claim beyond its free slots (`WorkerBuilder::claim_ahead`).
+    /// Default the runtime's (0).
+    #[arg(long)]
+    pub claim_ahead: Option<usize>,
     /// The first retry's delay, in milliseconds (doubling, capped at 20 times it,
     /// equal jitter: each delay d is drawn from [d/2, d]).
     #[arg(long, default_value_t = 50)]
@@ -512,6 +516,9 @@ pub async fn run(args: WorkerArgs) -> i32 {
         });
     if let Some(id) = &args.worker_id {
         builder = builder.worker_id(id.clone());
+    }
+    if let Some(jobs) = args.claim_ahead {
+        builder = builder.claim_ahead(jobs);
     }
     let worker = match builder.build() {
         Ok(worker) => worker,

@@ -21,12 +21,8 @@ async fn child_worker_until_sigterm() {
         .attempt_timeout(ms(20_000))
         .build()
         .unwrap();
-    // Claims only into free slots, so the four running jobs are the only ones leased
-    // when the signal comes (jobs claimed ahead and released at the signal are the
-    // runtime's unit test `buffered_jobs_are_released_at_the_shutdown_signal_without_running`).
     let worker = Worker::builder(store)
         .queue("q", 4)
-        .claim_ahead(0)
         .policies(PolicySet::new(policy))
         .poll_interval(ms(20))
         .shutdown_grace(ms(1500))

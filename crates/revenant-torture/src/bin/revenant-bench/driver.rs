@@ -16,7 +16,7 @@ use revenant::{JobState, NewJob, Store};
 use serde_json::json;
 
 use crate::protocol::{self, Io, Progress};
-use crate::Args;
+use crate::{Args, Profile};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -32,12 +32,16 @@ async fn connect(args: &Args) -> Result<Arc<dyn Store>, Error> {
 }
 
 /// A worker builder with the settings every task shares: `--concurrency` slots, a 2 s
-/// shutdown grace, and the runtime's defaults unless `--claim-cooldown-ms` or
+/// shutdown grace, claiming ahead as many jobs as it has slots under `--profile tuned`
+/// (the default), and the runtime's defaults unless `--claim-cooldown-ms` or
 /// `--poll-interval-ms` say otherwise.
 fn builder(store: Arc<dyn Store>, args: &Args) -> revenant::runtime::WorkerBuilder {
     let mut builder = Worker::builder(store)
         .queue(&args.queue, args.concurrency)
         .shutdown_grace(Duration::from_secs(2));
+    if let Some(jobs) = claim_ahead(args) {
+        builder = builder.claim_ahead(jobs);
+    }
     if let Some(ms) = args.claim_cooldown_ms {
         builder = builder.claim_cooldown(Duration::from_millis(ms));
     }
@@ -45,6 +49,29 @@ fn builder(store: Arc<dyn Store>, args: &Args) -> revenant::runtime::WorkerBuild
         builder = builder.poll_interval(Duration::from_millis(ms.max(1)));
     }
     builder
+}
+
+/// The claim-ahead buffer `--profile` gives, `None` for the library's default.
+fn claim_ahead(args: &Args) -> Option<usize> {
+    match args.profile {
+        Profile::Tuned => Some(args.concurrency.min(revenant::runtime::MAX_CLAIM_AHEAD)),
+        Profile::Defaults => None,
+    }
+}
+
+/// The worker's settings, printed with a drain's figures so the results say what ran.
+fn settings(args: &Args) -> serde_json::Value {
+    let ms = |v: Option<u64>| v.map_or_else(|| json!("default"), |v| json!(v));
+    json!({
+        "profile": match args.profile {
+            Profile::Tuned => "tuned",
+            Profile::Defaults => "defaults",
+        },
+        "concurrency": args.concurrency,
+        "claim_ahead": claim_ahead(args).map_or_else(|| json!("0 (default)"), |n| json!(n)),
+        "claim_cooldown_ms": ms(args.claim_cooldown_ms),
+        "poll_interval_ms": ms(args.poll_interval_ms),
+    })
 }
 
 /// Enqueues `--jobs` jobs whose payloads `payload(i)` gives, `--batch` per call.
@@ -197,6 +224,7 @@ pub async fn drain(args: &Args) -> Result<serde_json::Value, Error> {
             "started_at": started_at,
             "ended_at": ended_at,
             "partial": completed + dead < args.jobs as u64,
+            "settings": settings(args),
         }),
         Io::now().since(io),
     ))
@@ -355,6 +383,7 @@ pub async fn failures(args: &Args) -> Result<serde_json::Value, Error> {
         "seconds": seconds,
         "per_sec": completed as f64 / seconds,
         "partial": completed + dead < args.jobs as u64,
+        "settings": settings(args),
     }))
 }
 

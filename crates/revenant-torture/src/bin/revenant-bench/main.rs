@@ -86,6 +86,20 @@ pub struct Args {
     /// The worker's `poll_interval`, in ms. Default: the library's.
     #[arg(long)]
     pub poll_interval_ms: Option<u64>,
+    /// `revenant`: the worker's settings beyond its slots (see [`Profile`]).
+    #[arg(long, value_enum, default_value_t = Profile::Tuned)]
+    pub profile: Profile,
+}
+
+/// The settings the `revenant` system runs with, as the harness runs every peer: at
+/// what its docs give for the workload, or at its defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Profile {
+    /// What `WorkerBuilder::claim_ahead`'s docs give for a queue of many short jobs:
+    /// claim ahead as many jobs as the queue has slots.
+    Tuned,
+    /// The library's defaults: nothing set but the slots.
+    Defaults,
 }
 
 /// The system under test.
