@@ -29,6 +29,24 @@
 //! buffered jobs, and those of a claim that was already in flight, are released, not
 //! run.
 //!
+//! **Jobs at their bulkhead.** On a worker that protects dependencies, a claimed job
+//! whose key's bulkhead in this process is full waits here (see [`gate::gate`]): its
+//! lease and attempt kept, no slot, no store call, at most the key's limit of them,
+//! for at most the buffer's hold. When an attempt of a protected key ends (the gate's
+//! `freed` count moves), the held jobs are offered the free slots before any new
+//! claim. A claim whose jobs met a full bulkhead makes the fetcher *blocked*: it then
+//! claims only as many jobs as permits came back beyond what held jobs took, plus the
+//! room left for held jobs, plus one per poll interval (jobs of other keys may wait
+//! behind), until a claimed batch runs with none at its bulkhead. Without this a queue
+//! whose one dependency is at its bulkhead claimed and turned back its backlog through
+//! the store over and over.
+//!
+//! **The claim in flight is polled by the fetcher itself**, and the fetcher keeps
+//! polling it while it waits on anything else ([`keep_claiming`]): the claim holds a
+//! store connection until it is polled to its end (on SQLite, the one writer), so a
+//! fetcher that waited on a permit call or a release without polling it would wait on
+//! itself.
+//!
 //! **Reclaims.** A job claimed off an expired lease is a *suspect*: the process that
 //! ran it may have died of it (a job that aborts its worker). The store hands out at
 //! most one per claim, and while a suspect runs or waits in the buffer here the fetcher
@@ -53,7 +71,7 @@ use tokio::time::Instant;
 
 use crate::completer::Ack;
 use crate::executor::{self, give_up_margin};
-use crate::gate::{self, Gate};
+use crate::gate::{self, Gate, Held};
 use crate::store_retry::retry;
 use crate::worker::{QueueConfig, Shared};
 use revenant_core::error::StoreError;
@@ -75,8 +93,32 @@ struct Buffered {
 /// the jobs start in the same wake-up that brings the answer, so a runtime whose
 /// threads are busy (a handler blocking its thread) does not leave claimed jobs
 /// waiting for a second wake-up while their leases run.
-type Claim =
-    Pin<Box<dyn Future<Output = (Instant, usize, bool, Result<Vec<Job>, StoreError>)> + Send>>;
+type Claim = Pin<Box<dyn Future<Output = Landed> + Send>>;
+
+/// A claim's answer: its send time, how many jobs it asked for, whether it could take
+/// an expired lease, and the store's answer.
+type Landed = (Instant, usize, bool, Result<Vec<Job>, StoreError>);
+
+/// Awaits `work` while polling the claim in flight, keeping its answer in `landed`:
+/// a claim holds a store connection (on SQLite, the one writer) until it is polled to
+/// its end, so the fetcher must not wait on a store call, or on the completer's, and
+/// leave it unpolled.
+async fn keep_claiming<T>(
+    claim: &mut Option<Claim>,
+    landed: &mut Option<Landed>,
+    work: impl Future<Output = T>,
+) -> T {
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            out = &mut work => return out,
+            answer = async { claim.as_mut().expect("a claim in flight").await }, if claim.is_some() => {
+                *claim = None;
+                *landed = Some(answer);
+            }
+        }
+    }
+}
 
 /// How long a claimed job may wait in the buffer: half of what is left of the lease
 /// after one heartbeat interval and the give-up margin. A job started by then has its
@@ -118,6 +160,8 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
     let mut free: Vec<OwnedSemaphorePermit> = Vec::new();
     let mut buffer: VecDeque<Buffered> = VecDeque::new();
     let mut claim: Option<Claim> = None;
+    // A claim's answer that came while the fetcher waited on something else.
+    let mut landed: Option<Landed> = None;
     let mut last_claim: Option<Instant> = None;
     // No claim before this (the store failed in a way retrying did not fix).
     let mut retry_at: Option<Instant> = None;
@@ -126,6 +170,22 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
     // The last claim found fewer jobs than it asked for: wait for a wake-up (or a
     // suspect's end) before the next.
     let mut wake: Option<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = None;
+    // Jobs past their key's bulkhead in this process (see the module's docs): they
+    // wait here without a slot, oldest first, and how many per key.
+    let mut held: VecDeque<(Buffered, String)> = VecDeque::new();
+    let mut held_keys: Option<Held> =
+        (shared.dependencies.is_some() && !hold.is_zero()).then(Held::new);
+    // Moves when a bulkhead permit is given back in this process.
+    let mut freed = shared.dependencies.as_ref().map(|d| d.freed.subscribe());
+    // The count of permits given back, when last looked at.
+    let mut seen_freed = 0_u64;
+    // A permit was given back since the held jobs were last offered slots.
+    let mut offer_held = false;
+    // The last claimed jobs all waited at a bulkhead in this process: until a claimed
+    // job runs, claim only as many jobs as permits were given back since (each may
+    // let one more run), or once the poll interval has passed. Since when, and how
+    // many.
+    let mut blocked: Option<(Instant, usize)> = None;
     loop {
         while let Ok(permit) = slots.clone().try_acquire_owned() {
             free.push(permit);
@@ -137,28 +197,116 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
         if overdue > 0 {
             let jobs: Vec<Buffered> = buffer.drain(..overdue).collect();
             tracing::debug!(queue = %queue.name, jobs = jobs.len(), hold_ms = hold.as_millis() as u64, "claimed jobs waited too long for a slot: released");
-            release(
-                &shared,
-                jobs.into_iter().map(|b| b.job).collect(),
-                "released a claimed job that waited too long for a slot",
+            let jobs = jobs.into_iter().map(|b| b.job).collect();
+            let why = "released a claimed job that waited too long for a slot";
+            keep_claiming(&mut claim, &mut landed, release(&shared, jobs, why)).await;
+            stalled = true;
+        }
+        // Held jobs that waited their longest go back too.
+        let overdue = held
+            .iter()
+            .take_while(|(b, _)| b.sent + hold <= now)
+            .count();
+        if overdue > 0 {
+            let jobs = unhold(held_keys.as_mut(), held.drain(..overdue));
+            tracing::debug!(queue = %queue.name, jobs = jobs.len(), hold_ms = hold.as_millis() as u64, "jobs held at their bulkhead waited too long: released");
+            let jobs = jobs.into_iter().map(|b| b.job).collect();
+            let why = "released a job that waited too long at its bulkhead";
+            keep_claiming(&mut claim, &mut landed, release(&shared, jobs, why)).await;
+        }
+        // A permit came back: the held jobs are offered the free slots first.
+        if offer_held && !held.is_empty() && !free.is_empty() {
+            offer_held = false;
+            let n = held.len().min(free.len());
+            let jobs = unhold(held_keys.as_mut(), held.drain(..n));
+            let permits: Vec<OwnedSemaphorePermit> = free.drain(..n).collect();
+            let started = keep_claiming(
+                &mut claim,
+                &mut landed,
+                start(
+                    &shared,
+                    &queue,
+                    claim_lease,
+                    jobs,
+                    permits,
+                    &suspects,
+                    held_keys.as_mut(),
+                ),
             )
             .await;
-            stalled = true;
+            if started.suspect {
+                suspect_until = Some(Instant::now() + shared.poll_interval);
+            }
+            // The permits these took are not there for new claims.
+            if let Some((_, allowed)) = &mut blocked {
+                *allowed = allowed.saturating_sub(started.ran);
+            }
+            // Still held: back to the front, in their order.
+            for (job, key, permit) in started.held.into_iter().rev() {
+                held.push_front((job, key));
+                free.push(permit);
+            }
         }
         // Free slots take buffered jobs, oldest claim first.
         if !buffer.is_empty() && !free.is_empty() {
             let n = buffer.len().min(free.len());
             let jobs: Vec<Buffered> = buffer.drain(..n).collect();
             let permits: Vec<OwnedSemaphorePermit> = free.drain(..n).collect();
-            if start(&shared, &queue, claim_lease, jobs, permits, &suspects).await {
+            let started = keep_claiming(
+                &mut claim,
+                &mut landed,
+                start(
+                    &shared,
+                    &queue,
+                    claim_lease,
+                    jobs,
+                    permits,
+                    &suspects,
+                    held_keys.as_mut(),
+                ),
+            )
+            .await;
+            if started.suspect {
                 suspect_until = Some(Instant::now() + shared.poll_interval);
+            }
+            if started.at_bulkhead > 0 {
+                // Permits given back while these were gated and not seen yet count:
+                // the wake-up below sees them at once.
+                if blocked.is_none() {
+                    blocked = Some((Instant::now(), 0));
+                }
+            } else if started.ran > 0 {
+                blocked = None;
+            }
+            for (job, key, permit) in started.held {
+                held.push_back((job, key));
+                free.push(permit);
             }
         }
         // Claim for the free slots and the buffer's room.
         let room = if stalled { 0 } else { ahead };
-        let want = (free.len() + room).saturating_sub(buffer.len());
+        let mut want = (free.len() + room).saturating_sub(buffer.len());
+        if let Some((since, allowed)) = &mut blocked {
+            if now >= *since + shared.poll_interval {
+                // No permit came back for a poll interval: claim one job anyway, in
+                // case jobs of other keys wait behind the blocked ones.
+                *since = now;
+                *allowed += 1;
+            }
+            // As many as permits came back for beyond the held jobs, and as many as
+            // fit beside the held ones: while it is blocked, a claimed job is most
+            // likely of a blocked key, and one that finds no room goes back through
+            // the store.
+            let room: u32 = held_keys
+                .iter()
+                .flat_map(|keys| keys.values())
+                .map(|k| k.cap.saturating_sub(k.waiting))
+                .sum();
+            want = want.min(*allowed + room as usize);
+        }
         let cooled = last_claim.map_or(now, |at| at + shared.claim_cooldown);
         let claim_at = if claim.is_some()
+            || landed.is_some()
             || wake.is_some()
             || want == 0
             || retry_at.is_some_and(|t| t > now)
@@ -175,6 +323,9 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
         if let Some(at) = claim_at.filter(|&at| at <= now) {
             retry_at = None;
             last_claim = Some(now);
+            if let Some((_, allowed)) = &mut blocked {
+                *allowed = allowed.saturating_sub(want);
+            }
             let params = JobClaimParams {
                 queue: queue.name.clone(),
                 worker: shared.worker_id.clone(),
@@ -200,9 +351,28 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
         tokio::select! {
             biased;
             _ = stop.cancelled() => break,
-            landed = async { claim.as_mut().expect("a claim in flight").await }, if claim.is_some() => {
+            // Before a landed claim: a permit given back goes to a held job first.
+            changed = async { freed.as_mut().expect("a dependency gate").changed().await }, if freed.is_some() && (!held.is_empty() || blocked.is_some()) => {
+                match changed {
+                    Ok(()) => {
+                        offer_held = true;
+                        let count = *freed.as_mut().expect("a dependency gate").borrow_and_update();
+                        if let Some((_, allowed)) = &mut blocked {
+                            *allowed += usize::try_from(count.wrapping_sub(seen_freed)).unwrap_or(usize::MAX);
+                        }
+                        seen_freed = count;
+                    }
+                    Err(_) => freed = None,
+                }
+            }
+            answer = async {
+                match landed.take() {
+                    Some(answer) => answer,
+                    None => claim.as_mut().expect("a claim in flight").await,
+                }
+            }, if claim.is_some() || landed.is_some() => {
                 claim = None;
-                let (sent, asked, reclaim, jobs) = landed;
+                let (sent, asked, reclaim, jobs) = answer;
                 let jobs = match jobs {
                     Ok(jobs) => jobs,
                     // Stopped while the store was failing, or a fault retrying does not
@@ -261,19 +431,25 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
             _ = tokio::time::sleep_until(buffer.front().map_or(now, |b| b.sent + hold)), if !buffer.is_empty() => {}
             _ = tokio::time::sleep_until(claim_at.unwrap_or(now)), if claim_at.is_some() => {}
             _ = tokio::time::sleep_until(retry_at.unwrap_or(now)), if retry_at.is_some() => retry_at = None,
+            _ = tokio::time::sleep_until(held.front().map_or(now, |(b, _)| b.sent + hold)), if !held.is_empty() => {}
+            _ = tokio::time::sleep_until(blocked.map_or(now, |(since, _)| since + shared.poll_interval)), if blocked.is_some() => {}
         }
     }
     // Stopped: what is buffered or still being claimed goes back unstarted.
-    if let Some(claim) = claim.take() {
-        if let (_, _, _, Ok(jobs)) = claim.await {
-            buffer.extend(jobs.into_iter().map(|job| Buffered {
-                job,
-                sent: Instant::now(),
-                suspect: None,
-            }));
-        }
+    let answer = match (landed.take(), claim.take()) {
+        (Some(answer), _) => Some(answer),
+        (None, Some(claim)) => Some(claim.await),
+        (None, None) => None,
+    };
+    if let Some((_, _, _, Ok(jobs))) = answer {
+        buffer.extend(jobs.into_iter().map(|job| Buffered {
+            job,
+            sent: Instant::now(),
+            suspect: None,
+        }));
     }
     drop(free);
+    buffer.extend(held.into_iter().map(|(b, _)| b));
     if !buffer.is_empty() {
         release(
             &shared,
@@ -326,9 +502,23 @@ fn is_reclaim(job: &revenant_core::job::Job) -> bool {
     })
 }
 
+/// What [`start`] did with the jobs it was given.
+#[derive(Default)]
+struct Started {
+    /// A suspect was among the jobs started.
+    suspect: bool,
+    /// Jobs started.
+    ran: usize,
+    /// Jobs held or turned back at their key's bulkhead in this process.
+    at_bulkhead: usize,
+    /// The held jobs, each with its key and the slot it was offered (the fetcher
+    /// keeps them).
+    held: Vec<(Buffered, String, OwnedSemaphorePermit)>,
+}
+
 /// Starts an executor for each job the dependency gate lets run (every job when the
-/// worker protects no dependency); a job sent back to wait frees its slot at once.
-/// Returns true when it started a suspect.
+/// worker protects no dependency); a job sent back to wait frees its slot at once,
+/// and a job held at its bulkhead (`held` given) comes back with its slot.
 async fn start(
     shared: &Arc<Shared>,
     queue: &QueueConfig,
@@ -336,12 +526,13 @@ async fn start(
     jobs: Vec<Buffered>,
     permits: Vec<OwnedSemaphorePermit>,
     suspects: &Arc<Suspects>,
-) -> bool {
+    held: Option<&mut Held>,
+) -> Started {
     let gates = match &shared.dependencies {
         None => vec![Gate::Run(None); jobs.len()],
         Some(dependencies) => {
-            // Never a buffered job: a worker that protects dependencies does not claim
-            // ahead, so these were claimed for these very slots just now.
+            // Never a job claimed ahead: a worker that protects dependencies claims
+            // only into free slots (its held jobs were claimed for slots too).
             let claimed: Vec<Job> = jobs.iter().map(|b| b.job.clone()).collect();
             match gate::gate(
                 shared,
@@ -349,6 +540,7 @@ async fn start(
                 queue.concurrency,
                 claim_lease,
                 &claimed,
+                held,
             )
             .await
             {
@@ -357,32 +549,55 @@ async fn start(
                     // Only at shutdown, or a fault retrying does not fix: the jobs go back.
                     tracing::warn!(error = %err, jobs = jobs.len(), "could not ask for dependency permits; releasing the claimed jobs");
                     release(shared, claimed, "released a claimed job").await;
-                    return false;
+                    return Started::default();
                 }
             }
         }
     };
-    let mut suspect = false;
+    let mut started = Started::default();
     for ((buffered, gate), permit) in jobs.into_iter().zip(gates).zip(permits) {
-        let Buffered {
-            job,
-            sent,
-            suspect: running,
-        } = buffered;
         match gate {
             Gate::Run(ticket) => {
+                let Buffered {
+                    job,
+                    sent,
+                    suspect: running,
+                } = buffered;
                 let running = running.or_else(|| is_reclaim(&job).then(|| suspects.started()));
-                suspect |= running.is_some();
+                started.suspect |= running.is_some();
+                started.ran += 1;
                 let run = executor::run(shared.clone(), claim_lease, sent, job, permit, ticket);
                 tokio::spawn(async move {
                     run.await;
                     drop(running);
                 });
             }
-            Gate::Skip => drop(permit),
+            Gate::Skip { over_local } => {
+                started.at_bulkhead += usize::from(over_local);
+                drop(permit);
+            }
+            Gate::Hold(key) => {
+                started.at_bulkhead += 1;
+                started.held.push((buffered, key, permit));
+            }
         }
     }
-    suspect
+    started
+}
+
+/// Takes held jobs out of the count per key (they are offered slots again, or given
+/// back) and returns them.
+fn unhold(
+    mut counts: Option<&mut Held>,
+    jobs: impl Iterator<Item = (Buffered, String)>,
+) -> Vec<Buffered> {
+    jobs.map(|(job, key)| {
+        if let Some(count) = counts.as_deref_mut().and_then(|c| c.get_mut(&key)) {
+            count.waiting = count.waiting.saturating_sub(1);
+        }
+        job
+    })
+    .collect()
 }
 
 /// Gives claimed, unstarted jobs back (fenced, back to `ready`, the attempt given

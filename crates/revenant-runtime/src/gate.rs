@@ -79,6 +79,10 @@ pub(crate) struct Dependencies {
     pub(crate) pacers: std::sync::Mutex<HashMap<String, Pacer>>,
     /// Per key: this process's bulkhead (see [`Dependencies::reserve`]).
     pub(crate) bulkheads: std::sync::Mutex<HashMap<String, Local>>,
+    /// Counts bulkhead permits given back (an attempt ended, or a reservation went
+    /// unused): the fetchers offer the jobs they hold at a bulkhead again when it
+    /// moves.
+    pub(crate) freed: tokio::sync::watch::Sender<u64>,
 }
 
 /// One key's bulkhead in this process: the attempts in flight, and the adaptive
@@ -187,7 +191,24 @@ pub(crate) enum Gate {
     /// Run it; with a ticket when it calls a protected dependency.
     Run(Option<Ticket>),
     /// Not now: the store sent it back to `ready` (or its lease was lost).
-    Skip,
+    /// `over_local`: it was past this process's bulkhead for its key.
+    Skip { over_local: bool },
+    /// Not now, and not the store's business: its key's bulkhead in this process is
+    /// full, so the job waits in the fetcher (its lease held, no slot, no store write)
+    /// until an attempt of a protected key ends. Carries the key.
+    Hold(String),
+}
+
+/// The jobs waiting in a fetcher at their bulkhead ([`Gate::Hold`]), per key: how
+/// many, and how many may (the key's limit in this process). `gate` adds the ones it
+/// holds; the fetcher takes away the ones it offers again or gives back.
+pub(crate) type Held = HashMap<String, HeldKey>;
+
+/// One key's count in [`Held`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct HeldKey {
+    pub(crate) waiting: u32,
+    pub(crate) cap: u32,
 }
 
 impl Dependencies {
@@ -267,6 +288,9 @@ impl Dependencies {
         if let Some(local) = locals.get_mut(key) {
             local.in_flight = local.in_flight.saturating_sub(n);
         }
+        drop(locals);
+        self.freed
+            .send_modify(|count| *count = count.wrapping_add(u64::from(n)));
     }
 
     /// Counts one answer for `key`'s adaptive limit.
@@ -309,12 +333,20 @@ fn spacing(rate: &RateLimit) -> (Duration, Duration) {
 /// Asks for permits for a claimed batch: one store call per key, in claim order.
 /// Returns one [`Gate`] per job, in order. `Err` when the store could not be reached
 /// before shutdown: the caller releases the batch.
+///
+/// With `held` (the fetcher's count of jobs waiting at their bulkhead), jobs past
+/// this process's bulkhead for their key are held ([`Gate::Hold`]) rather than sent
+/// to the store to be turned back, as many per key as the key's limit: the next
+/// attempt of that key to end frees a permit for one of them, with no store write in
+/// between. Jobs past that many still go to the store, which turns them back with
+/// the bulkhead's wait.
 pub(crate) async fn gate(
     shared: &Shared,
     deps: &Dependencies,
     slots: usize,
     lease: Duration,
     jobs: &[Job],
+    mut held: Option<&mut Held>,
 ) -> Result<Vec<Gate>, revenant_core::StoreError> {
     let mut gates: Vec<Gate> = vec![Gate::Run(None); jobs.len()];
     let retry_policies = shared.policies.cached();
@@ -334,6 +366,39 @@ pub(crate) async fn gate(
     for (key, indexes) in by_key {
         let policy = deps.config.policies.resolve(&key).clone();
         let rate = policy.rate_limit;
+        let bulkhead = policy.bulkhead;
+        // This process's permits, reserved before the store call so two fetchers
+        // gating the same key at once cannot both take the last one.
+        let reserved = bulkhead.map(|b| {
+            deps.reserve(
+                &key,
+                &b,
+                slots,
+                u32::try_from(indexes.len()).unwrap_or(u32::MAX),
+            )
+        });
+        // Past the reservation: held here while the key has room for waiting jobs.
+        let within = reserved.map_or(indexes.len(), |r| r as usize);
+        let mut holding = 0;
+        if let (Some(b), Some(held)) = (&bulkhead, held.as_deref_mut()) {
+            let count = held.entry(key.clone()).or_default();
+            count.cap = b.limit_for(slots);
+            let room = count.cap.saturating_sub(count.waiting) as usize;
+            holding = indexes.len().saturating_sub(within).min(room);
+            count.waiting += u32::try_from(holding).unwrap_or(u32::MAX);
+        }
+        for &i in &indexes[within..within + holding] {
+            metrics::dependency_permit(&key, "hold");
+            gates[i] = Gate::Hold(key.clone());
+        }
+        let indexes: Vec<usize> = indexes[..within]
+            .iter()
+            .chain(&indexes[within + holding..])
+            .copied()
+            .collect();
+        if indexes.is_empty() {
+            continue;
+        }
         let requests: Vec<PermitRequest> = indexes
             .iter()
             .map(|&i| {
@@ -350,17 +415,6 @@ pub(crate) async fn gate(
                 }
             })
             .collect();
-        let bulkhead = policy.bulkhead;
-        // This process's permits, reserved before the store call so two fetchers
-        // gating the same key at once cannot both take the last one.
-        let reserved = bulkhead.map(|b| {
-            deps.reserve(
-                &key,
-                &b,
-                slots,
-                u32::try_from(indexes.len()).unwrap_or(u32::MAX),
-            )
-        });
         let params = DependencyAcquireParams {
             dependency: key.clone(),
             policy,
@@ -382,7 +436,7 @@ pub(crate) async fn gate(
             }
         };
         let mut used = 0;
-        for (&i, permit) in indexes.iter().zip(acquired.permits) {
+        for (n, (&i, permit)) in indexes.iter().zip(acquired.permits).enumerate() {
             let job = &jobs[i];
             gates[i] = match permit {
                 Permit::Run { wait } => {
@@ -419,12 +473,14 @@ pub(crate) async fn gate(
                 Permit::Wait { reason, until } => {
                     metrics::dependency_permit(&key, reason.as_str());
                     tracing::debug!(job_id = job.id, queue = %job.queue, dependency = %key, reason = %reason, until = %until, "job waits on its dependency; attempt given back");
-                    Gate::Skip
+                    Gate::Skip {
+                        over_local: n >= within,
+                    }
                 }
                 Permit::LeaseLost => {
                     metrics::dependency_permit(&key, "lease_lost");
                     tracing::warn!(job_id = job.id, dependency = %key, "lease lost before the job could start");
-                    Gate::Skip
+                    Gate::Skip { over_local: false }
                 }
             };
         }

@@ -1022,6 +1022,77 @@ mod dependencies {
         }
     }
 
+    /// A queue whose every job calls one dependency with a bulkhead below its slots
+    /// (2 of 4): the jobs past the bulkhead wait in the worker and start as permits
+    /// come back, so the dependency is kept busy at its limit with no job turned back
+    /// through the store and no attempt spent waiting.
+    #[tokio::test]
+    async fn jobs_past_their_bulkhead_wait_in_the_worker_not_in_the_store() {
+        use revenant_core::dependency::Bulkhead;
+        let store = Arc::new(FaultyStore::open().await);
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let (r, m) = (running.clone(), most.clone());
+        let config = DependencyConfig::new(DependencyPolicies::new(
+            DependencyPolicy::off().with_bulkhead(Bulkhead {
+                max_in_flight: Some(2),
+                ..Bulkhead::default()
+            }),
+        ));
+        let (shutdown, task) = start(
+            builder(&store)
+                // Claims the poll interval lets through while every job waits at the
+                // bulkhead would go back through the store: at most one here.
+                .poll_interval(Duration::from_secs(1))
+                .handler_fn("call", move |_ctx: JobContext, _: serde_json::Value| {
+                    let (running, most) = (r.clone(), m.clone());
+                    async move {
+                        let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        tokio::time::sleep(ms(30)).await;
+                        running.fetch_sub(1, Ordering::SeqCst);
+                        Ok::<(), JobError>(())
+                    }
+                })
+                .dependency("call", "one-provider")
+                .dependencies(config)
+                .build()
+                .unwrap(),
+        );
+        for _ in 0..24 {
+            enqueue(&store, "call", json!({})).await;
+        }
+        wait_until(&store, "every job to complete", |jobs| {
+            jobs.iter().all(|j| j.status == JobState::Completed)
+        })
+        .await;
+        shutdown.shutdown();
+        task.await.unwrap();
+        assert!(
+            most.load(Ordering::SeqCst) <= 2,
+            "{} at once, limit 2",
+            most.load(Ordering::SeqCst)
+        );
+        for job in store.all().await {
+            assert_eq!(job.attempts, 1, "{job:#?}");
+            assert!(job.errors.is_empty(), "{job:#?}");
+        }
+        let states = store
+            .dependency_list(DependencyListParams::default())
+            .await
+            .unwrap();
+        assert_eq!(states[0].dependency, "one-provider");
+        // The first claim takes the four slots: two run, two wait in the worker. The
+        // slots those two gave back are claimed at most once before the worker waits
+        // for a permit to come back, so a few jobs of that claim may go back through
+        // the store; after that, none.
+        let turned_back = states[0].bulkhead.as_ref().map_or(0, |b| b.turned_back);
+        assert!(
+            turned_back <= 4,
+            "{turned_back} jobs turned back through the store"
+        );
+    }
+
     /// Calls slower than the slow-call duration open the breaker while they run,
     /// though none fails.
     #[tokio::test]

@@ -643,6 +643,7 @@ impl Worker {
                     reporter,
                     pacers: std::sync::Mutex::new(HashMap::new()),
                     bulkheads: std::sync::Mutex::new(HashMap::new()),
+                    freed: tokio::sync::watch::channel(0).0,
                 };
                 (Some(dependencies), Some(task))
             }

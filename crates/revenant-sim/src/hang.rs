@@ -17,8 +17,15 @@
 //!   `claim_secs` (a store round trip) before the claimed jobs start;
 //! - **the gate**: each claimed job asks its dependency's record for a permit, with
 //!   the worker's own bulkhead (`local_free`: the key's limit for this queue minus its
-//!   attempts in flight). A job turned back (bulkhead) or parked (breaker) frees its
+//!   attempts in flight). Jobs past `local_free` wait in the worker, holding no slot,
+//!   as many per key as its limit (for at most `hold_secs`); the rest ask the record
+//!   and are turned back. A job turned back (bulkhead) or parked (breaker) frees its
 //!   slot at once and is due again when the record says;
+//! - **held jobs and the blocked fetcher**: when an attempt of a key with a bulkhead
+//!   ends, the held jobs are offered the free slots first. A claim whose jobs met a
+//!   full bulkhead makes the fetcher *blocked*: it then claims only as many jobs as
+//!   permits came back beyond what the held jobs took, plus the room left for held
+//!   jobs, plus one per poll interval, until a claim's jobs all run;
 //! - a healthy job holds its slot for the provider's `service_secs` plus
 //!   `overhead_secs` (what an attempt costs the machine around the call: the HTTP
 //!   round trip, the settle, the slot's release; see [`calibrate`]);
@@ -75,6 +82,10 @@ pub struct HangScenario {
     pub poll_secs: f64,
     /// The jobs' lease, seconds (a probe's and a bulkhead permit's lapse).
     pub lease_secs: f64,
+    /// How long a job past its key's bulkhead may wait in the worker before it is
+    /// given back unstarted, seconds (the runtime's: half of what is left of the lease
+    /// after one heartbeat interval; 19.9 s with the default 60 s lease).
+    pub hold_secs: f64,
     /// When the run starts, microseconds since the Unix epoch: the breaker's windows
     /// are aligned to it.
     pub start_us: i64,
@@ -107,6 +118,7 @@ impl HangScenario {
             claim_cooldown_secs: 0.02,
             poll_secs: 0.02,
             lease_secs: 30.0,
+            hold_secs: 19.875,
             start_us: 0,
         }
     }
@@ -227,6 +239,15 @@ pub fn predict(s: &HangScenario) -> HangPrediction {
     let mut turned_back = [0u64; 2];
     let mut claims = 0u64;
     let mut breaker_opened: Option<f64> = None;
+    // Jobs past their key's bulkhead waiting in the worker (job, since), oldest
+    // first; how many per key, and whether a key ever had one waiting.
+    let mut held: Vec<(usize, f64)> = Vec::new();
+    let mut held_n = [0u32; 2];
+    let mut ever_held = [false; 2];
+    // Permits given back (attempts of a key with a bulkhead ended) since last seen.
+    let mut freed = 0usize;
+    // The fetcher's blocked state: since when, and how many jobs it may claim.
+    let mut blocked: Option<(f64, usize)> = None;
     let mut now = 0.0f64;
     let mut guard = 0u64;
 
@@ -248,6 +269,9 @@ pub fn predict(s: &HangScenario) -> HangPrediction {
             }
             if r.ends <= now {
                 pending[k].finished.push(r.job as i64);
+                if limits[k].is_some() {
+                    freed += 1;
+                }
                 match kind {
                     Kind::Healthy => {
                         pending[k].successes += 1;
@@ -286,10 +310,30 @@ pub fn predict(s: &HangScenario) -> HangPrediction {
                 next_report += s.report_secs;
             }
         }
-        // A claim in flight comes back: its jobs go through the gate.
-        if let Some((done, claimed)) = claim_in_flight.take() {
-            if done <= now {
-                gate(
+        // Held jobs that waited their longest go back, their attempt given back.
+        while held
+            .first()
+            .is_some_and(|(_, since)| since + s.hold_secs <= now)
+        {
+            let (i, _) = held.remove(0);
+            held_n[jobs[i].kind.index()] -= 1;
+            jobs[i].attempts -= 1;
+            jobs[i].run_at = Some(now);
+        }
+        // Permits came back: the held jobs are offered the free slots first.
+        if freed > 0 {
+            if let Some((_, allowed)) = &mut blocked {
+                *allowed += freed;
+            }
+            freed = 0;
+            let free = slots.saturating_sub(running.len());
+            let n = held.len().min(free);
+            if n > 0 {
+                let offered: Vec<usize> = held.drain(..n).map(|(i, _)| i).collect();
+                for &i in &offered {
+                    held_n[jobs[i].kind.index()] -= 1;
+                }
+                let (ran, _) = gate(
                     s,
                     &policies,
                     &limits,
@@ -297,11 +341,39 @@ pub fn predict(s: &HangScenario) -> HangPrediction {
                     &mut jobs,
                     &mut running,
                     &mut turned_back,
+                    (&mut held, &mut held_n, &mut ever_held),
+                    lease,
+                    now,
+                    now_us,
+                    offered,
+                );
+                if let Some((_, allowed)) = &mut blocked {
+                    *allowed = allowed.saturating_sub(ran);
+                }
+            }
+        }
+        // A claim in flight comes back: its jobs go through the gate.
+        if let Some((done, claimed)) = claim_in_flight.take() {
+            if done <= now {
+                let (ran, at_bulkhead) = gate(
+                    s,
+                    &policies,
+                    &limits,
+                    &mut records,
+                    &mut jobs,
+                    &mut running,
+                    &mut turned_back,
+                    (&mut held, &mut held_n, &mut ever_held),
                     lease,
                     now,
                     now_us,
                     claimed,
                 );
+                if at_bulkhead > 0 {
+                    blocked.get_or_insert((now, 0));
+                } else if ran > 0 {
+                    blocked = None;
+                }
                 let held = running
                     .iter()
                     .filter(|r| jobs[r.job].kind == Kind::Hanging)
@@ -315,10 +387,25 @@ pub fn predict(s: &HangScenario) -> HangPrediction {
         if claim_in_flight.is_none() && asleep_until.is_none_or(|t| t <= now) {
             asleep_until = None;
             let free = slots.saturating_sub(running.len());
+            let mut want = free;
+            if let Some((since, allowed)) = &mut blocked {
+                if now >= *since + s.poll_secs - 1e-12 {
+                    *since = now;
+                    *allowed += 1;
+                }
+                let room: u32 = (0..2)
+                    .filter(|&k| ever_held[k])
+                    .map(|k| limits[k].unwrap_or(0).saturating_sub(held_n[k]))
+                    .sum();
+                want = want.min(*allowed + room as usize);
+            }
             let cooled = last_claim.is_none_or(|t| now >= t + s.claim_cooldown_secs - 1e-12);
-            if free >= enough || (free >= 1 && cooled) {
+            if want >= enough || (want >= 1 && cooled) {
                 claims += 1;
                 last_claim = Some(now);
+                if let Some((_, allowed)) = &mut blocked {
+                    *allowed = allowed.saturating_sub(want);
+                }
                 let mut due: Vec<usize> = (0..jobs.len())
                     .filter(|&i| jobs[i].run_at.is_some_and(|t| t <= now + 1e-12))
                     .collect();
@@ -326,13 +413,13 @@ pub fn predict(s: &HangScenario) -> HangPrediction {
                     let (ta, tb) = (jobs[a].run_at.unwrap_or(0.0), jobs[b].run_at.unwrap_or(0.0));
                     ta.total_cmp(&tb).then(a.cmp(&b))
                 });
-                due.truncate(free);
+                due.truncate(want);
                 let got = due.len();
                 for &i in &due {
                     jobs[i].run_at = None;
                     jobs[i].attempts += 1;
                 }
-                if got < free {
+                if got < want {
                     asleep_until = Some(now + s.claim_secs + s.poll_secs);
                 }
                 // The claimed jobs hold their slots while the claim is in flight.
@@ -359,6 +446,14 @@ pub fn predict(s: &HangScenario) -> HangPrediction {
             }
         }
         next = next.min(next_report);
+        if let Some((_, since)) = held.first() {
+            next = next.min(since + s.hold_secs);
+        }
+        if let Some((since, _)) = blocked {
+            if since + s.poll_secs > now {
+                next = next.min(since + s.poll_secs);
+            }
+        }
         if let Some((done, _)) = &claim_in_flight {
             next = next.min(*done);
         } else if let Some(t) = asleep_until {
@@ -366,8 +461,12 @@ pub fn predict(s: &HangScenario) -> HangPrediction {
         } else {
             let free = slots.saturating_sub(running.len());
             if free >= 1 {
+                // A claim the cooldown holds back; a blocked fetcher that may claim
+                // nothing waits for an end or its poll instead (both above).
                 let cooled = last_claim.map_or(now, |t| t + s.claim_cooldown_secs);
-                next = next.min(cooled.max(now));
+                if cooled > now {
+                    next = next.min(cooled);
+                }
             }
         }
         if !next.is_finite() {
@@ -396,11 +495,13 @@ fn gate(
     jobs: &mut [Job],
     running: &mut Vec<Running>,
     turned_back: &mut [u64; 2],
+    (held, held_n, ever_held): (&mut Vec<(usize, f64)>, &mut [u32; 2], &mut [bool; 2]),
     lease: Duration,
     now: f64,
     now_us: i64,
     claimed: Vec<usize>,
-) {
+) -> (usize, usize) {
+    let (mut ran, mut at_bulkhead) = (0, 0);
     // The claimed jobs held their slots as placeholders until now.
     running.retain(|r| r.ends.is_finite() || !claimed.contains(&r.job));
     let mut order: Vec<Kind> = Vec::new();
@@ -418,6 +519,28 @@ fn gate(
             .collect();
         let in_flight = running.iter().filter(|r| jobs[r.job].kind == kind).count() as u32;
         let local_free = limits[k].map(|l| l.saturating_sub(in_flight).min(batch.len() as u32));
+        // Past the worker's bulkhead: held in the worker while the key has room for
+        // waiting jobs (its limit), with no permit call; the rest ask the record,
+        // which turns them back.
+        let within = local_free.map_or(batch.len(), |f| f as usize);
+        let holding = match limits[k] {
+            Some(limit) => (batch.len() - within).min(limit.saturating_sub(held_n[k]) as usize),
+            None => 0,
+        };
+        for &i in &batch[within..within + holding] {
+            held.push((i, now));
+            held_n[k] += 1;
+            ever_held[k] = true;
+            at_bulkhead += 1;
+        }
+        let batch: Vec<usize> = batch[..within]
+            .iter()
+            .chain(&batch[within + holding..])
+            .copied()
+            .collect();
+        if batch.is_empty() {
+            continue;
+        }
         let requests: Vec<PermitInput> = batch
             .iter()
             .map(|&i| PermitInput {
@@ -429,7 +552,7 @@ fn gate(
             .collect();
         let decisions =
             records[k].acquire_bounded(policies[k], now_us, "sim", lease, &requests, local_free);
-        for (&i, decision) in batch.iter().zip(decisions) {
+        for (n, (&i, decision)) in batch.iter().zip(decisions).enumerate() {
             let wait = match decision {
                 Decision::Run { wait_us } => wait_us as f64 / 1e6,
                 Decision::Probe => 0.0,
@@ -437,6 +560,7 @@ fn gate(
                     if reason == revenant_core::dependency::WaitReason::Bulkhead {
                         turned_back[k] += 1;
                     }
+                    at_bulkhead += usize::from(n >= within);
                     jobs[i].attempts -= 1;
                     jobs[i].run_at = Some((until_us - s.start_us) as f64 / 1e6);
                     continue;
@@ -454,6 +578,7 @@ fn gate(
                     (start + s.timeout_secs, slow.map(|d| start + d))
                 }
             };
+            ran += 1;
             running.push(Running {
                 job: i,
                 ends,
@@ -462,6 +587,7 @@ fn gate(
             });
         }
     }
+    (ran, at_bulkhead)
 }
 
 /// The per-attempt overhead that makes the model's time for the healthy jobs alone
