@@ -119,6 +119,7 @@ on_both_backends!(kill_9_chaos);
 /// the same; what a kill costs grows by the buffer: it cuts short the attempts its
 /// victim held, running or claimed and waiting, at most slots + buffer per kill, while
 /// handler runs beyond the plan (a buffered job never ran) stay at most one per slot.
+/// The jobs it held are taken up again within twice the reclaim bound (see below).
 async fn kill_9_chaos_claiming_ahead(backend: Backend) {
     chaos_run(backend, 10).await;
 }
@@ -230,6 +231,11 @@ async fn chaos_run(backend: Backend, claim_ahead: usize) {
     assert!(unclaimed.is_empty(), "never taken up again: {unclaimed:?}");
     // The bound is RELIABILITY.md's; a two-core machine shared with compilers can
     // stall a process for a second or two, so the slowest reclaim gets twice the bound.
+    // A worker that claims ahead leaves up to twice as many jobs per kill (slots and
+    // buffer), and jobs off expired leases are suspects, taken up one at a time per
+    // worker (the store hands out one per claim, and a worker runs one at a time): so
+    // twice the turns, and twice the bounds. (On a loaded CI machine its p99 was 7.2 s.)
+    let bound = if claim_ahead > 0 { bound * 2 } else { bound };
     assert!(p99 < bound && worst < bound * 2, "{measured}");
     // A kill cuts short only the attempts its victim held: at most one per slot (a
     // claim committed just before the kill, never written to its ledger, included),
