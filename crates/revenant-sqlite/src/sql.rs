@@ -13,6 +13,7 @@ pub(crate) const QUEUE_HISTORY: &str = include_str!("../queries/queue_history.sq
 /// One job's row; `job_enqueue` repeats its `VALUES` tuple for a multi-row insert (see
 /// the store's `enqueue_statement`).
 pub(crate) const JOB_ENQUEUE: &str = include_str!("../queries/job_enqueue.sql");
+pub(crate) const JOB_COUNT_ID_RANGE: &str = include_str!("../queries/job_count_id_range.sql");
 pub(crate) const JOB_UNIQUE_FIND_MANY: &str = include_str!("../queries/job_unique_find_many.sql");
 pub(crate) const JOB_EXPIRED_EXHAUSTED: &str = include_str!("../queries/job_expired_exhausted.sql");
 pub(crate) const JOB_KILL_EXPIRED: &str = include_str!("../queries/job_kill_expired.sql");
