@@ -14,6 +14,7 @@ use revenant::store::{
 use revenant::{JobState, NewJob, Store};
 use serde_json::json;
 
+use crate::ceiling::Conn;
 use crate::protocol::{self, Io, Progress};
 use crate::{Args, Profile};
 
@@ -137,38 +138,18 @@ static POLLS: AtomicU64 = AtomicU64::new(0);
 /// every 50 ms during a drain it took 47 ms a call on 60,000 jobs, half of one of
 /// the machine's two cores, and the revenant figures were measured beside it. A
 /// count of the unfinished jobs at every poll still took 10 ms a call.
-enum Counter {
-    Pg(sqlx::PgPool),
-    Sqlite(sqlx::SqlitePool),
-}
+struct Counter(Conn);
 
 impl Counter {
     async fn open(url: &str) -> Result<Counter, Error> {
-        Ok(match revenant::Backend::from_url(url)? {
-            revenant::Backend::Postgres => Counter::Pg(
-                sqlx::postgres::PgPoolOptions::new()
-                    .max_connections(1)
-                    .connect(url)
-                    .await?,
-            ),
-            revenant::Backend::Sqlite => Counter::Sqlite(
-                sqlx::sqlite::SqlitePoolOptions::new()
-                    .max_connections(1)
-                    .connect_with(
-                        url.parse::<sqlx::sqlite::SqliteConnectOptions>()?
-                            .read_only(true)
-                            .busy_timeout(Duration::from_secs(5)),
-                    )
-                    .await?,
-            ),
-        })
+        Ok(Counter(crate::ceiling::connect(url).await?))
     }
 
     /// Whether any job of the queue is not finished.
     async fn any_left(&self, queue: &str) -> Result<bool, Error> {
         POLLS.fetch_add(1, Ordering::Relaxed);
-        let (left,): (bool,) = match self {
-            Counter::Pg(pool) => {
+        let (left,): (bool,) = match &self.0 {
+            Conn::Pg(pool) => {
                 sqlx::query_as(
                     "SELECT EXISTS (SELECT 1 FROM revenant.jobs WHERE status = 'ready' AND queue = $1)
                          OR EXISTS (SELECT 1 FROM revenant.jobs WHERE status = 'running' AND queue = $1)",
@@ -177,7 +158,7 @@ impl Counter {
                 .fetch_one(pool)
                 .await?
             }
-            Counter::Sqlite(pool) => {
+            Conn::Sqlite(pool) => {
                 sqlx::query_as(
                     "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND status IN ('ready', 'running'))",
                 )
@@ -192,8 +173,8 @@ impl Counter {
     /// (not finished, dead) jobs of the queue.
     async fn counts(&self, queue: &str) -> Result<(u64, u64), Error> {
         POLLS.fetch_add(1, Ordering::Relaxed);
-        let (left, dead): (i64, i64) = match self {
-            Counter::Pg(pool) => {
+        let (left, dead): (i64, i64) = match &self.0 {
+            Conn::Pg(pool) => {
                 sqlx::query_as(
                     "SELECT (SELECT count(*) FROM revenant.jobs WHERE status = 'ready' AND queue = $1)
                           + (SELECT count(*) FROM revenant.jobs WHERE status = 'running' AND queue = $1),
@@ -203,7 +184,7 @@ impl Counter {
                 .fetch_one(pool)
                 .await?
             }
-            Counter::Sqlite(pool) => {
+            Conn::Sqlite(pool) => {
                 sqlx::query_as(
                     "SELECT (SELECT count(*) FROM jobs WHERE queue = ?1 AND status IN ('ready', 'running')),
                             (SELECT count(*) FROM jobs WHERE queue = ?1 AND status = 'dead')",

@@ -37,25 +37,28 @@ mod lite {
     pub const COMPLETE: &str = include_str!("sqlite/complete.sql");
 }
 
-/// One connection to the database, with revenant's tables in place.
-enum Conn {
+/// One connection to the database (also the revenant driver's, for its count queries).
+pub enum Conn {
     Pg(sqlx::PgPool),
     Sqlite(sqlx::SqlitePool),
 }
 
+/// One connection to `url`, with revenant's tables in place.
 async fn open(args: &Args) -> Result<Conn, Error> {
     // Setup only: revenant's migrations create the tables the statements run on.
     drop(revenant::connect(&args.url).await?);
-    match revenant::Backend::from_url(&args.url)? {
+    connect(&args.url).await
+}
+
+/// One bare connection to `url`, no migrations.
+pub async fn connect(url: &str) -> Result<Conn, Error> {
+    match revenant::Backend::from_url(url)? {
         revenant::Backend::Postgres => Ok(Conn::Pg(
-            PgPoolOptions::new()
-                .max_connections(1)
-                .connect(&args.url)
-                .await?,
+            PgPoolOptions::new().max_connections(1).connect(url).await?,
         )),
         revenant::Backend::Sqlite => {
             // The same settings as revenant's SQLite store: WAL, synchronous = FULL.
-            let options = SqliteConnectOptions::from_str(&args.url)?
+            let options = SqliteConnectOptions::from_str(url)?
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Full)
                 .busy_timeout(Duration::from_secs(5));
