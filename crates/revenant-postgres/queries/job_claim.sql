@@ -10,7 +10,18 @@
 -- The clock is clock_timestamp(), read as the statement runs (after its snapshot), not
 -- now(), the transaction's start: a job claimed because the job ahead of it in its
 -- group had just ended is then never stamped `attempted_at` before that end.
-WITH t AS (
+--
+-- Due ready jobs are found one priority at a time (`priorities`, then `ready`). The
+-- claim index is (queue, priority DESC, run_at, id): with no bound on priority, a
+-- `run_at <= now` condition only filters the entries it walks, and a claim asking for
+-- more jobs than are due walked every job scheduled for later (73 ms a claim with a
+-- million scheduled jobs and a hundred due). With the priority fixed, `run_at <= now`
+-- bounds the walk, and the priorities themselves come one index probe each. Each
+-- probe returns the first live entry of its priority, and the walk of that priority
+-- starts there: the entries before it are row versions this statement cannot see
+-- (jobs claimed since the last vacuum), thousands of them in a busy queue, and are
+-- stepped over once, not twice.
+WITH RECURSIVE t AS (
     SELECT date_trunc('milliseconds', coalesce($1::timestamptz, clock_timestamp())) AS now
 ),
 open AS (
@@ -50,25 +61,51 @@ buried_logged AS (
     INSERT INTO {schema}.attempt_failures (queue, class, at)
     SELECT $2, 'lease_expired', t.now FROM buried b, t
 ),
+-- The queue's priorities that have a ready job (due or not), highest first, each with
+-- its first ready job in claim order: one index probe each (a loose index scan).
+priorities(priority, run_at, id) AS (
+    (SELECT j.priority, j.run_at, j.id FROM {schema}.jobs j
+     WHERE j.status = 'ready' AND j.queue = $2
+     ORDER BY j.priority DESC, j.run_at, j.id
+     LIMIT 1)
+    UNION ALL
+    SELECT n.priority, n.run_at, n.id
+    FROM priorities p
+    CROSS JOIN LATERAL (
+        SELECT j.priority, j.run_at, j.id FROM {schema}.jobs j
+        WHERE j.status = 'ready' AND j.queue = $2 AND j.priority < p.priority
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT 1
+    ) n
+),
+-- Due ready jobs in claim order: the priorities are taken highest first, and the lower
+-- ones are not looked at once $3 jobs are found.
 ready AS (
-    SELECT j.id, j.priority, j.run_at
-    FROM {schema}.jobs j
-    WHERE j.status = 'ready'
-      AND j.queue = $2
-      AND j.run_at <= (SELECT now FROM t)
-      AND (SELECT open FROM open)
-      AND (j.group_key IS NULL OR NOT EXISTS (
-          SELECT 1 FROM {schema}.jobs g
-          WHERE g.group_key = j.group_key
-            AND g.id <> j.id
-            AND g.status IN ('ready', 'running')
-            AND ((g.status = 'ready' AND g.id < j.id)
-                 OR (g.status = 'running'
-                     AND NOT (g.lease_expires_at <= (SELECT now FROM t)
-                              AND g.attempts >= g.max_attempts)))))
-    ORDER BY j.priority DESC, j.run_at, j.id
+    SELECT r.id, r.priority, r.run_at
+    FROM priorities p
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.priority, j.run_at
+        FROM {schema}.jobs j
+        WHERE j.status = 'ready'
+          AND j.queue = $2
+          AND j.priority = p.priority
+          AND (j.run_at, j.id) >= (p.run_at, p.id)
+          AND j.run_at <= (SELECT now FROM t)
+          AND (SELECT open FROM open)
+          AND (j.group_key IS NULL OR NOT EXISTS (
+              SELECT 1 FROM {schema}.jobs g
+              WHERE g.group_key = j.group_key
+                AND g.id <> j.id
+                AND g.status IN ('ready', 'running')
+                AND ((g.status = 'ready' AND g.id < j.id)
+                     OR (g.status = 'running'
+                         AND NOT (g.lease_expires_at <= (SELECT now FROM t)
+                                  AND g.attempts >= g.max_attempts)))))
+        ORDER BY j.run_at, j.id
+        LIMIT $3
+        FOR UPDATE OF j SKIP LOCKED
+    ) r
     LIMIT $3
-    FOR UPDATE OF j SKIP LOCKED
 ),
 expired AS (
     SELECT j.id, j.priority, j.run_at

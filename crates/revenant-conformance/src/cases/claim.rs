@@ -174,6 +174,43 @@ pub async fn claim_skips_jobs_not_yet_due(store: Arc<dyn Store>) {
     assert_eq!(ids(&stage.claim("q", 10, at(60)).await), vec![id]);
 }
 
+/// A claim asking for more jobs than are due takes every due job, of every priority, in
+/// claim order, past jobs scheduled later at the same and at higher priorities (and
+/// past another queue's jobs). PostgreSQL walks the claim index one priority at a time
+/// for this, so a priority that holds only scheduled jobs must not end the walk.
+pub async fn claim_takes_due_jobs_of_every_priority_past_scheduled_ones(store: Arc<dyn Store>) {
+    let stage = Stage::new(store);
+    let _top_later = stage
+        .enqueue(job("q", "k").with_priority(9).with_run_at(at(60)))
+        .await;
+    let _other_queue = stage
+        .enqueue(job("other", "k").with_priority(7).with_run_at(at(-5)))
+        .await;
+    let five = stage
+        .enqueue(job("q", "k").with_priority(5).with_run_at(at(-1)))
+        .await;
+    let _five_later = stage
+        .enqueue(job("q", "k").with_priority(5).with_run_at(at(30)))
+        .await;
+    let _zero_later = stage.enqueue(job("q", "k").with_run_at(at(10))).await;
+    let zero_b = stage.enqueue(job("q", "k").with_run_at(at(-2))).await;
+    let zero_a = stage.enqueue(job("q", "k").with_run_at(at(-3))).await;
+    let low = stage
+        .enqueue(job("q", "k").with_priority(-5).with_run_at(at(-50)))
+        .await;
+    assert_eq!(
+        ids(&stage.claim("q", 2, at(1)).await),
+        vec![five, zero_a],
+        "a claim of 2 takes the first two due jobs in claim order"
+    );
+    assert_eq!(
+        ids(&stage.claim("q", 10, at(1)).await),
+        vec![zero_b, low],
+        "a claim of 10 takes every due job left, and no scheduled one"
+    );
+    assert!(stage.claim("q", 10, at(2)).await.is_empty());
+}
+
 /// A claim only takes jobs of its own queue.
 pub async fn claim_takes_only_jobs_of_its_queue(store: Arc<dyn Store>) {
     let stage = Stage::new(store);

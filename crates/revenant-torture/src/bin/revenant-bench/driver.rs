@@ -21,13 +21,13 @@ use crate::{Args, Profile};
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// The kind of every benchmark job.
-const KIND: &str = "noop";
+pub const KIND: &str = "noop";
 /// W2's attempt budget.
 const MAX_ATTEMPTS: i32 = 5;
 /// How often a drain looks at the queue's counts (and so the resolution of its end).
-const POLL: Duration = Duration::from_millis(50);
+pub const POLL: Duration = Duration::from_millis(50);
 
-async fn connect(args: &Args) -> Result<Arc<dyn Store>, Error> {
+pub async fn connect(args: &Args) -> Result<Arc<dyn Store>, Error> {
     Ok(revenant::connect(&args.url).await?)
 }
 
@@ -35,7 +35,7 @@ async fn connect(args: &Args) -> Result<Arc<dyn Store>, Error> {
 /// shutdown grace, claiming ahead as many jobs as it has slots under `--profile tuned`
 /// (the default), and the runtime's defaults unless `--claim-cooldown-ms` or
 /// `--poll-interval-ms` say otherwise.
-fn builder(store: Arc<dyn Store>, args: &Args) -> revenant::runtime::WorkerBuilder {
+pub fn builder(store: Arc<dyn Store>, args: &Args) -> revenant::runtime::WorkerBuilder {
     let mut builder = Worker::builder(store)
         .queue(&args.queue, args.concurrency)
         .shutdown_grace(Duration::from_secs(2));
@@ -60,7 +60,7 @@ fn claim_ahead(args: &Args) -> Option<usize> {
 }
 
 /// The worker's settings, printed with a drain's figures so the results say what ran.
-fn settings(args: &Args) -> serde_json::Value {
+pub fn settings(args: &Args) -> serde_json::Value {
     let ms = |v: Option<u64>| v.map_or_else(|| json!("default"), |v| json!(v));
     json!({
         "profile": match args.profile {
@@ -138,10 +138,10 @@ static POLLS: AtomicU64 = AtomicU64::new(0);
 /// every 50 ms during a drain it took 47 ms a call on 60,000 jobs, half of one of
 /// the machine's two cores, and the revenant figures were measured beside it. A
 /// count of the unfinished jobs at every poll still took 10 ms a call.
-struct Counter(Conn);
+pub struct Counter(Conn);
 
 impl Counter {
-    async fn open(url: &str) -> Result<Counter, Error> {
+    pub async fn open(url: &str) -> Result<Counter, Error> {
         Ok(Counter(crate::ceiling::connect(url).await?))
     }
 
@@ -163,6 +163,37 @@ impl Counter {
                     "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND status IN ('ready', 'running'))",
                 )
                 .bind(queue)
+                .fetch_one(pool)
+                .await?
+            }
+        };
+        Ok(left)
+    }
+
+    /// Whether any job of the queue is due and not finished: ready with `run_at` past
+    /// (at priority 0, every benchmark job's, so the probe walks only due entries of
+    /// the claim index and none of the jobs scheduled for later), or running.
+    pub async fn any_due_left(&self, queue: &str) -> Result<bool, Error> {
+        POLLS.fetch_add(1, Ordering::Relaxed);
+        let (left,): (bool,) = match &self.0 {
+            Conn::Pg(pool) => {
+                sqlx::query_as(
+                    "SELECT EXISTS (SELECT 1 FROM revenant.jobs WHERE status = 'ready' AND queue = $1
+                                      AND priority = 0 AND run_at <= now())
+                         OR EXISTS (SELECT 1 FROM revenant.jobs WHERE status = 'running' AND queue = $1)",
+                )
+                .bind(queue)
+                .fetch_one(pool)
+                .await?
+            }
+            Conn::Sqlite(pool) => {
+                sqlx::query_as(
+                    "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND status = 'ready'
+                                      AND priority = 0 AND run_at <= ?2)
+                         OR EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND status = 'running')",
+                )
+                .bind(queue)
+                .bind(chrono::Utc::now().timestamp_millis())
                 .fetch_one(pool)
                 .await?
             }
@@ -229,19 +260,19 @@ async fn wait_finished(
 }
 
 /// A started worker and the handle that stops it.
-struct Running {
+pub struct Running {
     handle: revenant::runtime::ShutdownHandle,
     task: tokio::task::JoinHandle<Result<(), revenant::runtime::WorkerError>>,
 }
 
 impl Running {
-    fn start(worker: Worker) -> Running {
+    pub fn start(worker: Worker) -> Running {
         let handle = worker.shutdown_handle();
         let task = tokio::spawn(worker.run_until(std::future::pending()));
         Running { handle, task }
     }
 
-    async fn stop(self) -> Result<(), Error> {
+    pub async fn stop(self) -> Result<(), Error> {
         self.handle.shutdown();
         self.task.await??;
         Ok(())
@@ -478,12 +509,12 @@ async fn dead_payload_indexes(store: &dyn Store, queue: &str) -> Result<Vec<u64>
 }
 
 /// Microseconds since the first call in this process: the clock of W3's payloads.
-fn micros() -> u64 {
+pub fn micros() -> u64 {
     static BASE: OnceLock<Instant> = OnceLock::new();
     BASE.get_or_init(Instant::now).elapsed().as_micros() as u64
 }
 
-fn unix_seconds() -> f64 {
+pub fn unix_seconds() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())

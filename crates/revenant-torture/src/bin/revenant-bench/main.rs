@@ -26,11 +26,16 @@
 //!   fail transiently and every `--poison-every`-th job always fails, at most 5
 //!   attempts; checks that exactly the poison jobs end dead;
 //! - `latency`: open-loop arrivals at each of `--rates` jobs/s for `--seconds` each,
-//!   enqueue-to-start p50/p99/max (the handler's start, same process clock).
+//!   enqueue-to-start p50/p99/max (the handler's start, same process clock);
+//! - `scale` (W5): a baseline drain of `--baseline-jobs`; `--jobs` due jobs drained
+//!   beside `--scheduled` jobs scheduled for later in the same table; then
+//!   `--steady-seconds` of open-loop load at `--steady-rate`, pickup latency and the
+//!   table's size and dead tuples by window (see `scale.rs`).
 
 mod ceiling;
 mod driver;
 mod protocol;
+mod scale;
 
 use std::time::Duration;
 
@@ -79,6 +84,26 @@ pub struct Args {
     /// latency: seconds of arrivals per rate.
     #[arg(long, default_value_t = 5.0)]
     pub seconds: f64,
+    /// scale: jobs scheduled a week ahead beside the `--jobs` due ones (default: as
+    /// many as `--jobs`).
+    #[arg(long)]
+    pub scheduled: Option<usize>,
+    /// scale: jobs of the baseline drain (on a table holding nothing else).
+    #[arg(long, default_value_t = 20_000)]
+    pub baseline_jobs: usize,
+    /// scale: seconds of steady load after the big drain.
+    #[arg(long, default_value_t = 1800.0)]
+    pub steady_seconds: f64,
+    /// scale: the steady load's arrival rate, jobs/s (default: half the baseline drain).
+    #[arg(long)]
+    pub steady_rate: Option<f64>,
+    /// scale: hold a snapshot open this many seconds from a third of the way into the
+    /// steady load (0: none).
+    #[arg(long, default_value_t = 0.0)]
+    pub hold_snapshot_seconds: f64,
+    /// scale: the steady load's figures are given per window of this many seconds.
+    #[arg(long, default_value_t = 60.0)]
+    pub window_seconds: f64,
     /// The worker's `claim_cooldown`, in ms. Default: the library's. For trying a
     /// hypothesis from the harness, not used by `bench/run`.
     #[arg(long)]
@@ -126,6 +151,8 @@ pub enum Task {
     Failures,
     /// Enqueue-to-start latency under open-loop arrivals.
     Latency,
+    /// W5: a big table, then steady load for a long time.
+    Scale,
 }
 
 impl Args {
@@ -157,6 +184,7 @@ fn main() {
             (System::Revenant, Task::Drain) => driver::drain(&args).await,
             (System::Revenant, Task::Failures) => driver::failures(&args).await,
             (System::Revenant, Task::Latency) => driver::latency(&args).await,
+            (System::Revenant, Task::Scale) => scale::scale(&args).await,
             (system, task) => Err(format!("{system:?} does not do {task:?}").into()),
         }
     });
