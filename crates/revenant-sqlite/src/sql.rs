@@ -18,6 +18,7 @@ pub(crate) const JOB_UNIQUE_FIND_MANY: &str = include_str!("../queries/job_uniqu
 pub(crate) const JOB_EXPIRED_EXHAUSTED: &str = include_str!("../queries/job_expired_exhausted.sql");
 pub(crate) const JOB_KILL_EXPIRED: &str = include_str!("../queries/job_kill_expired.sql");
 pub(crate) const JOB_CLAIM_CANDIDATES: &str = include_str!("../queries/job_claim_candidates.sql");
+pub(crate) const JOB_CLAIM_PRIORITY: &str = include_str!("../queries/job_claim_priority.sql");
 pub(crate) const JOB_CLAIM: &str = include_str!("../queries/job_claim.sql");
 pub(crate) const JOB_HEARTBEAT: &str = include_str!("../queries/job_heartbeat.sql");
 pub(crate) const JOB_FAIL_DEAD: &str = include_str!("../queries/job_fail_dead.sql");

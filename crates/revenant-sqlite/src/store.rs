@@ -442,6 +442,75 @@ impl SqliteStore {
             .collect()
     }
 
+    /// A claim's candidates, in claim order (priority, expired leases first, run_at, id),
+    /// at most `params.limit`: one priority at a time, highest first, until the ready
+    /// ones fill the claim or no priority is left (job_claim_candidates.sql says why).
+    /// Only ready candidates count toward going on: an expired lease found by the first
+    /// call may rank below jobs of a lower priority not looked at yet, and the final
+    /// sort puts it where it belongs.
+    async fn claim_candidates(
+        tx: &mut Transaction<'static, Sqlite>,
+        params: &JobClaimParams,
+        now: i64,
+    ) -> Result<Vec<SqliteRow>, StoreError> {
+        let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
+        let mut candidates = Vec::new();
+        let mut ready = 0;
+        // The priority below which the next call looks (an i64 above every i32).
+        let mut below = i64::from(i32::MAX) + 1;
+        let mut reclaim = params.reclaim;
+        while ready < limit {
+            let rows = sqlx::query(sql::JOB_CLAIM_CANDIDATES)
+                .bind(&params.queue)
+                .bind(now)
+                .bind(i64::try_from(limit - ready).unwrap_or(i64::MAX))
+                .bind(i64::from(reclaim))
+                .bind(below)
+                .fetch_all(&mut **tx)
+                .await
+                .map_err(classify)?;
+            reclaim = false;
+            let mut level = None;
+            for row in rows {
+                if get::<String>(&row, "status")? == JobState::Ready.as_str() {
+                    ready += 1;
+                    level = Some(get::<i64>(&row, "priority")?);
+                }
+                candidates.push(row);
+            }
+            // No due job at that priority: find it, to look below it next.
+            let level = match level {
+                Some(level) => level,
+                None => match sqlx::query_scalar::<_, i64>(sql::JOB_CLAIM_PRIORITY)
+                    .bind(&params.queue)
+                    .bind(below)
+                    .fetch_optional(&mut **tx)
+                    .await
+                    .map_err(classify)?
+                {
+                    Some(level) => level,
+                    None => break,
+                },
+            };
+            below = level;
+        }
+        let mut keyed = candidates
+            .into_iter()
+            .map(|row| {
+                let key = (
+                    std::cmp::Reverse(get::<i64>(&row, "priority")?),
+                    get::<String>(&row, "status")? == JobState::Ready.as_str(),
+                    get::<i64>(&row, "run_at")?,
+                    get::<i64>(&row, "id")?,
+                );
+                Ok((key, row))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        keyed.truncate(limit);
+        Ok(keyed.into_iter().map(|(_, row)| row).collect())
+    }
+
     /// Makes dead (reason `lease_expired`) every running job whose lease expired with no
     /// attempt left, in `queue` or everywhere. Returns their ids.
     async fn kill_expired(
@@ -895,14 +964,7 @@ impl Store for SqliteStore {
             tx.commit().await.map_err(classify)?;
             return Ok(Vec::new());
         }
-        let candidates = sqlx::query(sql::JOB_CLAIM_CANDIDATES)
-            .bind(&params.queue)
-            .bind(now)
-            .bind(i64::from(params.limit))
-            .bind(i64::from(params.reclaim))
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(classify)?;
+        let candidates = Self::claim_candidates(&mut tx, &params, now).await?;
         let lease_expires_at = now.saturating_add(millis(params.lease));
         // Ready candidates are claimed in one statement (the common case, and the one
         // that sets the pace under load: one round trip for the whole batch, not one per
@@ -1872,6 +1934,30 @@ mod tests {
                 "{name}: every access to jobs goes by primary key; plan: {plan:#?}"
             );
         }
+    }
+
+    /// The claim's ready half walks one priority of the claim index, bounded by
+    /// `run_at`, in index order: no sort, and no walk through jobs scheduled for later
+    /// (job_claim_candidates.sql).
+    #[tokio::test]
+    async fn the_claim_walks_one_priority_bounded_by_run_at() {
+        let store = SqliteStore::open_temporary().await.unwrap();
+        let mut conn = store.pool.acquire().await.unwrap();
+        let plan = explain(&mut conn, sql::JOB_CLAIM_CANDIDATES).await;
+        assert!(
+            plan.iter()
+                .any(|row| row
+                    .contains("jobs_claim (queue=? AND status=? AND priority=? AND run_at<?)")),
+            "the ready half bounds its walk; plan: {plan:#?}"
+        );
+        let sorts = plan
+            .iter()
+            .filter(|row| row.contains("TEMP B-TREE"))
+            .count();
+        assert!(
+            sorts <= 1,
+            "only the merge of the two halves sorts; plan: {plan:#?}"
+        );
     }
 
     /// The `detail` column of `EXPLAIN QUERY PLAN`, every parameter bound to a small

@@ -207,7 +207,8 @@ pub async fn scale(args: &Args) -> Result<serde_json::Value, Error> {
     let tables = Tables(crate::ceiling::connect(&args.url).await?);
     let deadline = args.deadline();
     let scheduled = args.scheduled.unwrap_or(args.jobs);
-    let total = (args.baseline_jobs + scheduled + args.jobs) as u64;
+    // Progress until the load: every job enqueued, then every due one run.
+    let total = (2 * args.baseline_jobs + scheduled + 2 * args.jobs) as u64;
     let mut progress = Progress::new(total);
     let handled = Arc::new(AtomicU64::new(0));
     let windows_slot: Arc<Mutex<Option<Arc<Windows>>>> = Arc::new(Mutex::new(None));
@@ -241,19 +242,20 @@ pub async fn scale(args: &Args) -> Result<serde_json::Value, Error> {
     crate::ceiling::analyze(&args.url).await?;
     let started = Instant::now();
     let running = Running::start(worker(store.clone())?);
+    let mut done = args.baseline_jobs as u64;
     let (baseline_done, baseline_seconds) = wait_drained(
         &counter,
         args,
         &handled,
         &mut progress,
-        0,
+        done,
         started,
         deadline,
     )
     .await?;
     running.stop().await?;
     let baseline_rate = args.baseline_jobs as f64 / baseline_seconds.max(1e-9);
-    let mut done = args.baseline_jobs as u64;
+    done += args.baseline_jobs as u64;
 
     // 2. The big table: scheduled jobs, then due ones; the due ones drained.
     let scheduled_rate = enqueue(
@@ -275,6 +277,7 @@ pub async fn scale(args: &Args) -> Result<serde_json::Value, Error> {
         done,
     )
     .await?;
+    done += args.jobs as u64;
     crate::ceiling::analyze(&args.url).await?;
     let table_before_drain = tables.sample().await?;
     handled.store(0, Ordering::Relaxed);
