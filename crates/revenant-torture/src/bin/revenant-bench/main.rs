@@ -111,6 +111,9 @@ pub struct Args {
     /// The worker's `poll_interval`, in ms. Default: the library's.
     #[arg(long)]
     pub poll_interval_ms: Option<u64>,
+    /// ceiling, PostgreSQL: what a completion does with the row (see [`CompleteBy`]).
+    #[arg(long, value_enum, default_value_t = CompleteBy::Update)]
+    pub complete: CompleteBy,
     /// `revenant`: the worker's settings beyond its slots (see [`Profile`]).
     #[arg(long, value_enum, default_value_t = Profile::Tuned)]
     pub profile: Profile,
@@ -125,6 +128,29 @@ pub enum Profile {
     Tuned,
     /// The library's defaults: nothing set but the slots.
     Defaults,
+}
+
+/// What the ceiling's completion does with a completed job's row: the options issue 19
+/// asks to measure for keeping completed jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompleteBy {
+    /// Keeps it in the jobs table as `completed` (revenant's completion).
+    Update,
+    /// Deletes it (a queue that keeps no finished job).
+    Delete,
+    /// Moves it to `revenant.jobs_done`, an insert-only table of finished jobs.
+    Move,
+}
+
+impl CompleteBy {
+    /// The flag's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompleteBy::Update => "update",
+            CompleteBy::Delete => "delete",
+            CompleteBy::Move => "move",
+        }
+    }
 }
 
 /// The system under test.
@@ -171,6 +197,14 @@ fn main() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+    if args.complete != CompleteBy::Update
+        && !matches!(args.system, System::Ceiling | System::CeilingBatched)
+    {
+        eprintln!(
+            "revenant-bench: --complete is the ceiling's; revenant completes with its own store"
+        );
+        std::process::exit(2);
+    }
     let runtime = tokio::runtime::Runtime::new().expect("an async runtime");
     let result = runtime.block_on(async {
         match (args.system, args.task) {

@@ -7,7 +7,8 @@
 //!    jobs stay in the table (and in the claim index) for the rest of the task.
 //! 3. **Steady load**: for `--steady-seconds`, jobs arrive open-loop at `--steady-rate`
 //!    (default: half the baseline drain), one enqueue call every 10 ms carrying the
-//!    jobs due by then; the worker that drained the backlog runs them. Each job carries
+//!    jobs due by then, on a store (a pool) of its own; the worker that drained the
+//!    backlog runs them. A call that fails is counted, not fatal. Each job carries
 //!    the time just before its enqueue call; the handler records its start minus that
 //!    (the pickup latency), by the `--window-seconds` window it was enqueued in. At
 //!    each window's end the task samples the jobs table: its size, its indexes' size,
@@ -203,6 +204,10 @@ fn percentile(values: &mut [f32], p: f64) -> f64 {
 /// `scale` (W5), as the module's docs say.
 pub async fn scale(args: &Args) -> Result<serde_json::Value, Error> {
     let store = driver::connect(args).await?;
+    // The steady load's producer has a store (a pool) of its own, as an application's
+    // producers do: its calls, when the server is slow, queue for its connections, not
+    // for the worker's.
+    let producer = driver::connect(args).await?;
     let counter = Counter::open(&args.url).await?;
     let tables = Tables(crate::ceiling::connect(&args.url).await?);
     let deadline = args.deadline();
@@ -335,27 +340,32 @@ pub async fn scale(args: &Args) -> Result<serde_json::Value, Error> {
         if due > sent {
             let n = due - sent;
             sent = due;
-            let store = store.clone();
+            let store = producer.clone();
             let queue = args.queue.clone();
             calls.push(tokio::spawn(async move {
                 let t = micros();
                 let jobs = (0..n)
                     .map(|_| NewJob::new(&queue, KIND, json!({ "t": t })))
                     .collect();
-                store
+                let sent = store
                     .job_enqueue(JobEnqueueParams {
                         jobs,
                         default_max_attempts: 3,
                         now: None,
                     })
-                    .await
+                    .await;
+                (n, micros().saturating_sub(t), sent)
             }));
         }
         if now >= next_sample {
             next_sample += window;
+            let table = tables
+                .sample()
+                .await
+                .unwrap_or_else(|err| json!({ "error": err.to_string() }));
             samples.push(protocol::merge(
                 json!({ "at_seconds": now.duration_since(load_started).as_secs_f64() }),
-                tables.sample().await?,
+                table,
             ));
         }
         progress.tick(windows.started());
@@ -363,14 +373,26 @@ pub async fn scale(args: &Args) -> Result<serde_json::Value, Error> {
             break;
         }
     }
+    // What the producer got in: a call that failed (the store refused it or gave no
+    // connection in time) is counted, not fatal, and its jobs are not waited for.
+    let (mut enqueued, mut failed, mut slowest_call_us) = (0_u64, 0_u64, 0_u64);
+    let mut enqueue_error = None;
     for call in calls {
-        call.await??;
+        let (n, took_us, sent) = call.await?;
+        slowest_call_us = slowest_call_us.max(took_us);
+        match sent {
+            Ok(_) => enqueued += n,
+            Err(err) => {
+                failed += n;
+                enqueue_error.get_or_insert_with(|| err.to_string());
+            }
+        }
     }
     if let Some(holder) = holder {
         holder.await??;
     }
     // The last jobs of the load start (or the time limit passes).
-    while windows.started() < sent && tokio::time::Instant::now() < deadline {
+    while windows.started() < enqueued && tokio::time::Instant::now() < deadline {
         progress.tick(windows.started());
         tokio::time::sleep(POLL).await;
     }
@@ -431,9 +453,13 @@ pub async fn scale(args: &Args) -> Result<serde_json::Value, Error> {
             "rate": rate,
             "seconds": steady.as_secs_f64(),
             "window_seconds": window.as_secs_f64(),
-            "enqueued": sent,
+            "sent": sent,
+            "enqueued": enqueued,
+            "enqueue_failed": failed,
+            "enqueue_error": enqueue_error,
+            "slowest_enqueue_call_ms": slowest_call_us as f64 / 1000.0,
             "started": started_jobs,
-            "partial": started_jobs < expected,
+            "partial": started_jobs < enqueued || failed > 0,
             "edge_windows": edge,
             "snapshot_held": (!hold.is_zero()).then(|| json!({
                 "from_seconds": hold_at.as_secs_f64(),
@@ -448,7 +474,7 @@ pub async fn scale(args: &Args) -> Result<serde_json::Value, Error> {
         "table_after_drain": table_after_drain,
         "table_end": table_end,
         "settings": protocol::merge(driver::settings(args), json!({
-            "producer": format!("one enqueue call every {} ms with the jobs due by then", TICK.as_millis()),
+            "producer": format!("one enqueue call every {} ms with the jobs due by then, on a pool of its own", TICK.as_millis()),
             "scheduled_ahead_days": SCHEDULED_AHEAD.as_secs() / 86_400,
         })),
     }))

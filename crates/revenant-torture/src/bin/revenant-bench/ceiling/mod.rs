@@ -7,6 +7,10 @@
 //!
 //! No handler, no heartbeat, no error history, no group rule, no paused-queue check,
 //! no expired-lease reclaim, no wake-ups: the least a claim-and-complete queue must do.
+//!
+//! `--complete` (PostgreSQL) measures what keeping completed jobs costs: the completion
+//! keeps the row as `completed` (revenant's, the default), deletes it (a queue that
+//! keeps nothing), or moves it to an insert-only table of finished jobs.
 
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -17,7 +21,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::Row;
 
 use crate::protocol::{self, Io, Progress};
-use crate::Args;
+use crate::{Args, CompleteBy};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -28,6 +32,9 @@ mod pg {
     pub const ENQUEUE_MANY: &str = include_str!("postgres/enqueue_many.sql");
     pub const CLAIM: &str = include_str!("postgres/claim.sql");
     pub const COMPLETE: &str = include_str!("postgres/complete.sql");
+    pub const COMPLETE_DELETE: &str = include_str!("postgres/complete_delete.sql");
+    pub const COMPLETE_MOVE: &str = include_str!("postgres/complete_move.sql");
+    pub const JOBS_DONE: &str = include_str!("postgres/jobs_done.sql");
 }
 
 mod lite {
@@ -157,6 +164,22 @@ pub async fn enqueue(args: &Args) -> Result<serde_json::Value, Error> {
 /// complete what was claimed in one statement, until a claim comes back empty.
 pub async fn drain(args: &Args, batched: bool) -> Result<serde_json::Value, Error> {
     let conn = open(args).await?;
+    let complete = match (&conn, args.complete) {
+        (Conn::Pg(_), CompleteBy::Update) => pg::COMPLETE,
+        (Conn::Pg(_), CompleteBy::Delete) => pg::COMPLETE_DELETE,
+        (Conn::Pg(pool), CompleteBy::Move) => {
+            sqlx::raw_sql(pg::JOBS_DONE).execute(pool).await?;
+            pg::COMPLETE_MOVE
+        }
+        (Conn::Sqlite(_), CompleteBy::Update) => lite::COMPLETE,
+        (Conn::Sqlite(_), other) => {
+            return Err(format!(
+                "--complete {} is measured on PostgreSQL only",
+                other.as_str()
+            )
+            .into());
+        }
+    };
     let deadline = args.deadline();
     let mut progress = Progress::new(args.jobs as u64);
     let worker = format!("ceiling-{}", std::process::id());
@@ -186,7 +209,7 @@ pub async fn drain(args: &Args, batched: bool) -> Result<serde_json::Value, Erro
                     .map(|r| (r.get::<i64, _>(0), r.get::<i64, _>(1)))
                     .unzip();
                 if !ids.is_empty() {
-                    sqlx::query(pg::COMPLETE)
+                    sqlx::query(complete)
                         .bind(&ids)
                         .bind(&tokens)
                         .execute(pool)
@@ -209,7 +232,7 @@ pub async fn drain(args: &Args, batched: bool) -> Result<serde_json::Value, Erro
                     .map(|r| (r.get::<i64, _>(0), r.get::<i64, _>(1)))
                     .collect();
                 if !pairs.is_empty() {
-                    sqlx::query(lite::COMPLETE)
+                    sqlx::query(complete)
                         .bind(serde_json::to_string(&pairs)?)
                         .bind(now_ms())
                         .execute(pool)
@@ -234,7 +257,11 @@ pub async fn drain(args: &Args, batched: bool) -> Result<serde_json::Value, Erro
             "ended_at": started_at + seconds,
             "partial": done < args.jobs as u64,
             "polls": 0,
-            "settings": { "claim_per_statement": claim, "complete_per_statement": claim },
+            "settings": {
+                "claim_per_statement": claim,
+                "complete_per_statement": claim,
+                "complete": args.complete.as_str(),
+            },
         }),
         Io::now().since(io),
     ))
