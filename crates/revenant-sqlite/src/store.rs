@@ -506,7 +506,7 @@ impl SqliteStore {
                 Ok((key, row))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        keyed.sort_by_key(|(key, _)| *key);
         keyed.truncate(limit);
         Ok(keyed.into_iter().map(|(_, row)| row).collect())
     }
