@@ -400,8 +400,9 @@ pub(crate) fn give_up_margin(lease: Duration) -> Duration {
 }
 
 /// Extends the lease every `policy.heartbeat()` until the lease is lost or `stop`
-/// fires. A store call, once started, always runs to its end (in its own task). When
-/// heartbeats are off, it only waits for `stop`.
+/// fires, and never past the attempt timeout's deadline (from there it only waits
+/// for `stop`). A store call, once started, always runs to its end (in its own
+/// task). When heartbeats are off, it only waits for `stop`.
 ///
 /// The store sets a lease from its clock some time after the call that set it was
 /// sent, so the lease lasts at least until that call's send time plus its length.
@@ -448,6 +449,16 @@ async fn heartbeat(
             _ = stop.cancelled() => return Beat::Stopped,
             _ = tokio::time::sleep_until(next) => {}
             _ = tokio::time::sleep_until(held_until), if held_until < deadline => return given_up(held_until),
+        }
+        // Past the attempt timeout's deadline the attempt is the timeout's to end, and
+        // no heartbeat may renew its lease. A runtime whose every thread a handler
+        // blocked wakes with this beat and the timeout both overdue; a beat sent first
+        // renewed a lease that had run out before another worker could claim the job,
+        // and kept the job running a lease longer (the torture suite's blocking-handler
+        // test saw 3.7 s against its 3.5 s bound).
+        if Instant::now() >= deadline {
+            stop.cancelled().await;
+            return Beat::Stopped;
         }
         let sent = Instant::now();
         let store = shared.store.clone();
