@@ -241,6 +241,14 @@ fn header_trace_context(headers: &HeaderMap) -> Result<Option<TraceContext>, Api
             .transpose()
     };
     let Some(parent) = text("traceparent")? else {
+        // As in the body: a tracestate alone joins nothing up, and an unchecked header
+        // would be the one producer input read and never bounded.
+        if text("tracestate")?.is_some_and(|state| !state.trim().is_empty()) {
+            return Err(ApiError::field(
+                "tracestate header",
+                "needs a traceparent header beside it",
+            ));
+        }
         return Ok(None);
     };
     TraceContext::new(parent, text("tracestate")?)
