@@ -26,6 +26,13 @@
 //! SQLite serializes writers, so one database serves one machine: for many worker
 //! machines use PostgreSQL.
 //!
+//! Enqueue calls that wait for the writer share one transaction, and so one commit
+//! and one sync (group commit): the call that gets the writer's turn writes every
+//! enqueue queued by then, each as it would be alone, and answers each after the
+//! commit. An idle writer writes a call alone, as before; a busy one writes more calls
+//! per commit instead of falling behind its producers. A call that fails fails alone:
+//! the turn's calls are then written one at a time, each with its own answer.
+//!
 //! # Clock
 //!
 //! The clock is the owning process's (`now.unwrap_or_else(Utc::now)`, truncated to

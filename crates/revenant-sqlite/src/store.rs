@@ -3,6 +3,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -44,6 +45,7 @@ use crate::row::{
 use crate::sql;
 use crate::wake::Wakeups;
 
+mod group_commit;
 mod schedule;
 
 /// How long a writer waits for another process's write lock before the call fails
@@ -79,7 +81,9 @@ pub struct SqliteStore {
     /// The one write connection (the same pool as `pool` for an in-memory database).
     writer: SqlitePool,
     /// Serializes this process's writers before they take SQLite's write lock.
-    write_lock: Mutex<()>,
+    write_lock: Arc<Mutex<()>>,
+    /// Enqueue calls waiting for the writer, written together (group commit).
+    enqueues: group_commit::Queue,
     /// Wake-ups for `wait_for_jobs`, per queue.
     wakeups: Wakeups,
     /// Keeps a temporary database's directory until the store is dropped.
@@ -210,7 +214,8 @@ impl SqliteStore {
         let store = SqliteStore {
             pool,
             writer,
-            write_lock: Mutex::new(()),
+            write_lock: Arc::new(Mutex::new(())),
+            enqueues: group_commit::Queue::default(),
             wakeups: Wakeups::default(),
             _temp_dir: temp_dir,
         };
@@ -250,64 +255,25 @@ impl SqliteStore {
     }
 
     /// Starts a write transaction: this process's turn first, then SQLite's write lock.
+    ///
+    /// The `BEGIN IMMEDIATE` runs in its own task. A caller dropped half-way through
+    /// `begin_with` (a select that picked another branch, a timeout, an HTTP client
+    /// gone) would otherwise leave the BEGIN executed on the connection with no
+    /// Transaction to roll it back: the connection keeps SQLite's write lock and every
+    /// later writer waits for good. In a task, the Transaction is always built, and
+    /// dropping it rolls back.
     async fn write(
         &self,
     ) -> Result<(MutexGuard<'_, ()>, Transaction<'static, Sqlite>), StoreError> {
         let guard = self.write_lock.lock().await;
-        let tx = match self.begin().await? {
-            Err(sqlx::Error::InvalidSavePointStatement) => {
-                self.clear_stale_transaction().await?;
-                self.begin().await?
-            }
-            begun => begun,
-        }
-        .map_err(classify)?;
-        Ok((guard, tx))
-    }
-
-    /// `BEGIN IMMEDIATE` on the writer connection, in its own task. A caller dropped
-    /// half-way through `begin_with` (a select that picked another branch, a timeout,
-    /// an HTTP client gone) would otherwise leave the BEGIN executed on a pooled
-    /// connection with no Transaction to roll it back: that connection keeps SQLite's
-    /// write lock and every later writer waits for good. In a task, the Transaction is
-    /// always built, and dropping it rolls back.
-    async fn begin(&self) -> Result<Result<Transaction<'static, Sqlite>, sqlx::Error>, StoreError> {
-        let pool = self.writer.clone();
-        tokio::spawn(async move { pool.begin_with("BEGIN IMMEDIATE").await })
+        let writer = self.writer.clone();
+        let tx = tokio::spawn(async move { begin_write(&writer).await })
             .await
             .map_err(|err| StoreError::Backend {
                 message: format!("the task starting a write transaction failed: {err}"),
                 source: Some(Box::new(err)),
-            })
-    }
-
-    /// Brings the writer connection's count of open transactions back to zero when
-    /// SQLite has none open. A statement or COMMIT that fails with `SQLITE_FULL` (a full
-    /// disk) or an I/O error may make SQLite roll the transaction back by itself; the
-    /// driver's ROLLBACK (when the Transaction is dropped) then fails with "no
-    /// transaction is active" and its count stays at one, so every later BEGIN on the
-    /// connection failed ("begin_with at non-zero transaction depth") until the
-    /// process restarted: a full disk wedged every write for good, even after space
-    /// came back (found by the torture suite's full-disk test). A raw BEGIN gives the
-    /// driver a transaction to roll back (it fails harmlessly if one is really open),
-    /// and the driver's own ROLLBACK then ends it and brings its count down.
-    async fn clear_stale_transaction(&self) -> Result<(), StoreError> {
-        async fn reset(pool: SqlitePool) -> Result<(), sqlx::Error> {
-            use sqlx::{Executor, TransactionManager};
-            let mut conn = pool.acquire().await?;
-            let conn: &mut sqlx::SqliteConnection = &mut conn;
-            let _ = conn.execute("BEGIN").await;
-            sqlx::sqlite::SqliteTransactionManager::rollback(conn).await
-        }
-        tokio::spawn(reset(self.writer.clone()))
-            .await
-            .map_err(|err| StoreError::Backend {
-                message: format!("the task clearing a stale transaction failed: {err}"),
-                source: Some(Box::new(err)),
-            })?
-            .map_err(classify)?;
-        tracing::warn!("SQLite had rolled back a failed write by itself; the writer connection's transaction count was reset");
-        Ok(())
+            })??;
+        Ok((guard, tx))
     }
 
     /// Inserts `params`' jobs in `tx` (the one insert path of `job_enqueue` and of a
@@ -673,6 +639,41 @@ enum Planned {
     Inserted(usize),
 }
 
+/// `BEGIN IMMEDIATE` on the writer connection. Call it holding the writer's turn, from
+/// a future nobody drops half-way (see [`SqliteStore::write`]).
+async fn begin_write(writer: &SqlitePool) -> Result<Transaction<'static, Sqlite>, StoreError> {
+    match writer.begin_with("BEGIN IMMEDIATE").await {
+        Err(sqlx::Error::InvalidSavePointStatement) => {
+            clear_stale_transaction(writer).await?;
+            writer.begin_with("BEGIN IMMEDIATE").await
+        }
+        begun => begun,
+    }
+    .map_err(classify)
+}
+
+/// Brings the writer connection's count of open transactions back to zero when SQLite
+/// has none open. A statement or COMMIT that fails with `SQLITE_FULL` (a full disk) or
+/// an I/O error may make SQLite roll the transaction back by itself; the driver's
+/// ROLLBACK (when the Transaction is dropped) then fails with "no transaction is
+/// active" and its count stays at one, so every later BEGIN on the connection failed
+/// ("begin_with at non-zero transaction depth") until the process restarted: a full
+/// disk wedged every write for good, even after space came back (found by the torture
+/// suite's full-disk test). A raw BEGIN gives the driver a transaction to roll back (it
+/// fails harmlessly if one is really open), and the driver's own ROLLBACK then ends it
+/// and brings its count down.
+async fn clear_stale_transaction(writer: &SqlitePool) -> Result<(), StoreError> {
+    use sqlx::{Executor, TransactionManager};
+    let mut conn = writer.acquire().await.map_err(classify)?;
+    let conn: &mut sqlx::SqliteConnection = &mut conn;
+    let _ = conn.execute("BEGIN").await;
+    sqlx::sqlite::SqliteTransactionManager::rollback(conn)
+        .await
+        .map_err(classify)?;
+    tracing::warn!("SQLite had rolled back a failed write by itself; the writer connection's transaction count was reset");
+    Ok(())
+}
+
 /// Each job's payload as the JSON text the `payload` column holds, in order.
 pub(crate) fn serialize_payloads(params: &JobEnqueueParams) -> Result<Vec<String>, StoreError> {
     params
@@ -939,10 +940,9 @@ impl Store for SqliteStore {
         // The payloads are serialized before the write lock is taken: nothing about them
         // depends on the database.
         let payloads = serialize_payloads(&params)?;
-        let (_turn, mut tx) = self.write().await?;
-        let now = clock(params.now);
-        let (results, queues) = Self::enqueue_in(&mut tx, &params, &payloads, now).await?;
-        tx.commit().await.map_err(classify)?;
+        // Written with the other enqueue calls waiting for the writer, in one
+        // transaction (group commit: see `group_commit`).
+        let (results, queues) = self.enqueue_grouped(params, payloads).await?;
         self.signal(&queues);
         Ok(results)
     }
