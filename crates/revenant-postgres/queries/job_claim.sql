@@ -165,6 +165,9 @@ SET status = 'running',
             'worker', j.worker)), $6)
         ELSE j.errors
     END
-FROM chosen c, t
-WHERE j.id = c.id
+FROM t
+-- By primary key, whatever the table's size: joined to `chosen` instead, the planner
+-- judged a sequential scan of the whole table and a hash of it cheaper than a
+-- hundred index probes on a table of 20,000 rows (3 to 8 ms a claim, against 0.3).
+WHERE j.id = ANY (ARRAY(SELECT c.id FROM chosen c))
 RETURNING {job_columns}
