@@ -831,6 +831,19 @@ impl Store for PgStore {
         if params.limit == 0 {
             return Ok(Vec::new());
         }
+        // The claim runs on the generic plan of its prepared statement. Left to choose,
+        // PostgreSQL planned it anew at every call: its generic plan's cost, with the
+        // LIMIT unknown, never beat a custom plan's, and planning this statement took
+        // longer than running it (2.1 ms against 1.3 for a claim of 64 on a table of
+        // 20,000 jobs; planning was an eighth of the server's CPU in a drain). The
+        // generic plan walks the same indexes (a plan test pins it). `SET LOCAL` ends
+        // with the transaction, so the connection goes back to the pool as it came.
+        let mut tx = self
+            .inner
+            .pool
+            .begin_with("BEGIN; SET LOCAL plan_cache_mode = force_generic_plan")
+            .await
+            .classified()?;
         let rows = sqlx::query(&self.inner.queries.job_claim)
             .bind(params.now)
             .bind(&params.queue)
@@ -840,9 +853,10 @@ impl Store for PgStore {
             .bind(history_limit())
             .bind(fingerprint::lease_expired())
             .bind(params.reclaim)
-            .fetch_all(&self.inner.pool)
+            .fetch_all(&mut *tx)
             .await
             .classified()?;
+        tx.commit().await.classified()?;
         let mut jobs = rows
             .iter()
             .map(job_from_row)

@@ -747,7 +747,7 @@ async fn a_store_can_share_the_applications_pool() {
 /// whole table and a hash of it cheaper than a hundred index probes once the table
 /// held 20,000 rows: 3 to 8 ms a claim of 128, against 0.3 by primary key. Reads the
 /// statement the store runs (`queries/job_claim.sql`), as a custom plan and as the
-/// generic plan a prepared statement settles on.
+/// generic plan the store runs it on (`job_claim` forces it).
 #[tokio::test]
 async fn the_claim_writes_its_chosen_jobs_by_primary_key_on_a_large_table() {
     let Some(db) = TestDb::new().await else {
@@ -809,5 +809,33 @@ async fn the_claim_writes_its_chosen_jobs_by_primary_key_on_a_large_table() {
         .await
         .unwrap();
     drop(conn);
+    db.drop_schema().await;
+}
+
+/// The claim runs on its generic plan (`SET LOCAL` in its own transaction); the
+/// connection goes back to the pool with the server's setting, for the statements
+/// whose plans depend on their parameters (the filters of `job_list`, say).
+#[tokio::test]
+async fn the_claims_plan_setting_does_not_outlive_the_claim() {
+    let Some(db) = TestDb::with_options(PgStoreOptions {
+        max_connections: 1,
+        ..PgStoreOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    db.store
+        .job_enqueue(enqueue_params(vec![job("one")], None))
+        .await
+        .unwrap();
+    let claimed = db.store.job_claim(claim("one", 10, None)).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    // The pool's only connection is the one the claim used.
+    let mode: String = sqlx::query_scalar("SHOW plan_cache_mode")
+        .fetch_one(db.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(mode, "auto");
     db.drop_schema().await;
 }
