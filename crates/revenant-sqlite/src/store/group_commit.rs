@@ -144,7 +144,7 @@ async fn write_turn(_turn: OwnedMutexGuard<()>, writer: SqlitePool, calls: Vec<P
     transactions
 }
 
-/// Every call's inserts in one transaction; all or nothing.
+/// The calls' inserts in one transaction, in order; all or nothing.
 async fn write_shared(
     writer: &SqlitePool,
     calls: &[Pending],
@@ -159,12 +159,10 @@ async fn write_shared(
     Ok(answers)
 }
 
+/// One call in a transaction of its own.
 async fn write_alone(writer: &SqlitePool, call: &Pending) -> Answer {
-    let mut tx = begin_write(writer).await?;
-    let now = clock(call.params.now);
-    let answer = SqliteStore::enqueue_in(&mut tx, &call.params, &call.payloads, now).await?;
-    tx.commit().await.map_err(classify)?;
-    Ok(answer)
+    let mut answers = write_shared(writer, std::slice::from_ref(call)).await?;
+    Ok(answers.remove(0))
 }
 
 #[cfg(test)]
