@@ -51,7 +51,8 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJ
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
         let bytes = read_body(request, state).await?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
+        // No bytes at all is no body; whitespace alone is not JSON (see `NoBody`).
+        if bytes.is_empty() {
             return Ok(OptionalJsonBody(T::default()));
         }
         must_be_object(&bytes)?;
