@@ -5,9 +5,10 @@
 -- `+status` keeps SQLite off the jobs_finished (status, ...) index, which it would
 -- otherwise walk for every running job and probe the batch with: the batch drives the
 -- plan, one primary-key lookup per id (checked by a test of the query plans).
+-- Returns nothing: the claimed jobs are read back as one value (job_claimed.sql)
+-- instead of a row per job.
 UPDATE jobs
 SET status = 'running', attempts = attempts + 1, lease_token = claim.token,
     lease_expires_at = ?2, attempted_at = ?3, worker = ?4
 FROM (SELECT value ->> 0 AS id, value ->> 1 AS token FROM json_each(?1)) AS claim
 WHERE jobs.id = claim.id AND +jobs.status = 'ready'
-RETURNING *

@@ -21,10 +21,12 @@ use crate::error::classify;
 /// [`StoreError::Corrupt`] naming the job and the column.
 pub(crate) fn job_from_row(row: &SqliteRow) -> Result<Job, StoreError> {
     let id: i64 = get(row, "id")?;
-    job_fields(row, id).map_err(|err| match err {
-        StoreError::Corrupt(message) => StoreError::Corrupt(format!("job {id}: {message}")),
-        other => other,
-    })
+    JobColumns::from_row(row)
+        .map_err(|err| match err {
+            StoreError::Corrupt(message) => StoreError::Corrupt(format!("job {id}: {message}")),
+            other => other,
+        })?
+        .into_job()
 }
 
 /// The job a listed row holds, or `None` (logged with its id) when it cannot be
@@ -64,58 +66,154 @@ pub(crate) fn listed<T>(
     Ok(out)
 }
 
-pub(crate) fn job_fields(row: &SqliteRow, id: i64) -> Result<Job, StoreError> {
-    let status: String = get(row, "status")?;
-    let status = JobState::from_str(&status)
-        .map_err(|_| StoreError::Corrupt(format!("status = {status:?} is not a job state")))?;
-    let dead_reason = get::<Option<String>>(row, "dead_reason")?
-        .map(|reason| {
-            DeadReason::from_str(&reason).map_err(|_| {
-                StoreError::Corrupt(format!("dead_reason = {reason:?} is not a dead reason"))
-            })
+/// A job's columns as SQLite holds them, before they are checked and decoded into a
+/// [`Job`] ([`JobColumns::into_job`]). Read from a row ([`JobColumns::from_row`]) or
+/// from a JSON object with the column names as keys: a claim hands its whole batch over
+/// as one JSON array of them (job_claimed.sql), one value instead of a row per job. The
+/// table is STRICT, so a column's type is what it declares, in either form.
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct JobColumns {
+    id: i64,
+    queue: String,
+    kind: String,
+    payload: String,
+    status: String,
+    priority: i32,
+    attempts: i32,
+    max_attempts: i32,
+    run_at: i64,
+    created_at: i64,
+    attempted_at: Option<i64>,
+    finished_at: Option<i64>,
+    lease_token: Option<i64>,
+    lease_expires_at: Option<i64>,
+    worker: Option<String>,
+    group_key: Option<String>,
+    unique_key: Option<String>,
+    correlation_id: Option<String>,
+    dead_reason: Option<String>,
+    errors: String,
+    redrives: i32,
+    fingerprint: Option<String>,
+    dependency: Option<String>,
+    dependency_wait: Option<String>,
+    traceparent: Option<String>,
+    tracestate: Option<String>,
+}
+
+impl JobColumns {
+    fn from_row(row: &SqliteRow) -> Result<Self, StoreError> {
+        Ok(Self {
+            id: get(row, "id")?,
+            queue: get(row, "queue")?,
+            kind: get(row, "kind")?,
+            payload: get(row, "payload")?,
+            status: get(row, "status")?,
+            priority: get(row, "priority")?,
+            attempts: get(row, "attempts")?,
+            max_attempts: get(row, "max_attempts")?,
+            run_at: get(row, "run_at")?,
+            created_at: get(row, "created_at")?,
+            attempted_at: get(row, "attempted_at")?,
+            finished_at: get(row, "finished_at")?,
+            lease_token: get(row, "lease_token")?,
+            lease_expires_at: get(row, "lease_expires_at")?,
+            worker: get(row, "worker")?,
+            group_key: get(row, "group_key")?,
+            unique_key: get(row, "unique_key")?,
+            correlation_id: get(row, "correlation_id")?,
+            dead_reason: get(row, "dead_reason")?,
+            errors: get(row, "errors")?,
+            redrives: get(row, "redrives")?,
+            fingerprint: get(row, "fingerprint")?,
+            dependency: get(row, "dependency")?,
+            dependency_wait: get(row, "dependency_wait")?,
+            traceparent: get(row, "traceparent")?,
+            tracestate: get(row, "tracestate")?,
         })
-        .transpose()?;
-    let payload: String = get(row, "payload")?;
-    let payload = serde_json::from_str(&payload)
-        .map_err(|err| StoreError::Corrupt(format!("payload is not JSON: {err}")))?;
-    let errors = parse_errors(&get::<String>(row, "errors")?)?;
-    Ok(Job {
-        id,
-        queue: get(row, "queue")?,
-        kind: get(row, "kind")?,
-        payload,
-        status,
-        priority: get(row, "priority")?,
-        attempts: get(row, "attempts")?,
-        max_attempts: get(row, "max_attempts")?,
-        run_at: timestamp(get(row, "run_at")?, "run_at")?,
-        created_at: timestamp(get(row, "created_at")?, "created_at")?,
-        attempted_at: get_time(row, "attempted_at")?,
-        finished_at: get_time(row, "finished_at")?,
-        lease_token: get::<Option<i64>>(row, "lease_token")?.map(LeaseToken),
-        lease_expires_at: get_time(row, "lease_expires_at")?,
-        worker: get(row, "worker")?,
-        group_key: get(row, "group_key")?,
-        unique_key: get(row, "unique_key")?,
-        correlation_id: get(row, "correlation_id")?,
-        dead_reason,
-        last_error: errors.last().cloned(),
-        errors,
-        redrives: get(row, "redrives")?,
-        fingerprint: get(row, "fingerprint")?,
-        trace_context: revenant_core::trace::TraceContext::from_stored(
-            get(row, "traceparent")?,
-            get(row, "tracestate")?,
-        ),
-        dependency: get(row, "dependency")?,
-        dependency_wait: get::<Option<String>>(row, "dependency_wait")?
-            .map(|text| {
-                WaitReason::parse(&text).ok_or_else(|| {
-                    StoreError::Corrupt(format!("dependency_wait = {text:?} is not a reason"))
+    }
+
+    /// The job, or [`StoreError::Corrupt`] naming the job and the value this version
+    /// cannot read.
+    pub(crate) fn into_job(self) -> Result<Job, StoreError> {
+        let id = self.id;
+        self.decode().map_err(|err| match err {
+            StoreError::Corrupt(message) => StoreError::Corrupt(format!("job {id}: {message}")),
+            other => other,
+        })
+    }
+
+    fn decode(self) -> Result<Job, StoreError> {
+        let status = JobState::from_str(&self.status).map_err(|_| {
+            StoreError::Corrupt(format!("status = {:?} is not a job state", self.status))
+        })?;
+        let dead_reason = self
+            .dead_reason
+            .map(|reason| {
+                DeadReason::from_str(&reason).map_err(|_| {
+                    StoreError::Corrupt(format!("dead_reason = {reason:?} is not a dead reason"))
                 })
             })
-            .transpose()?,
-    })
+            .transpose()?;
+        let payload = serde_json::from_str(&self.payload)
+            .map_err(|err| StoreError::Corrupt(format!("payload is not JSON: {err}")))?;
+        let errors = parse_errors(&self.errors)?;
+        let time = |ms: Option<i64>, column| ms.map(|ms| timestamp(ms, column)).transpose();
+        Ok(Job {
+            id: self.id,
+            queue: self.queue,
+            kind: self.kind,
+            payload,
+            status,
+            priority: self.priority,
+            attempts: self.attempts,
+            max_attempts: self.max_attempts,
+            run_at: timestamp(self.run_at, "run_at")?,
+            created_at: timestamp(self.created_at, "created_at")?,
+            attempted_at: time(self.attempted_at, "attempted_at")?,
+            finished_at: time(self.finished_at, "finished_at")?,
+            lease_token: self.lease_token.map(LeaseToken),
+            lease_expires_at: time(self.lease_expires_at, "lease_expires_at")?,
+            worker: self.worker,
+            group_key: self.group_key,
+            unique_key: self.unique_key,
+            correlation_id: self.correlation_id,
+            dead_reason,
+            last_error: errors.last().cloned(),
+            errors,
+            redrives: self.redrives,
+            fingerprint: self.fingerprint,
+            trace_context: revenant_core::trace::TraceContext::from_stored(
+                self.traceparent,
+                self.tracestate,
+            ),
+            dependency: self.dependency,
+            dependency_wait: self
+                .dependency_wait
+                .map(|text| {
+                    WaitReason::parse(&text).ok_or_else(|| {
+                        StoreError::Corrupt(format!("dependency_wait = {text:?} is not a reason"))
+                    })
+                })
+                .transpose()?,
+        })
+    }
+}
+
+/// The jobs of a JSON array of [`JobColumns`] objects (job_claimed.sql), in its order.
+/// A value this version cannot read is [`StoreError::Corrupt`] naming the job.
+pub(crate) fn jobs_from_json(json: &str) -> Result<Vec<Job>, StoreError> {
+    let objects: Vec<&serde_json::value::RawValue> = serde_json::from_str(json).map_err(|err| {
+        StoreError::Corrupt(format!("a batch of jobs is not a JSON array: {err}"))
+    })?;
+    objects
+        .into_iter()
+        .map(|object| {
+            serde_json::from_str::<JobColumns>(object.get())
+                .map_err(|err| StoreError::Corrupt(format!("a job's columns: {err}")))?
+                .into_job()
+        })
+        .collect()
 }
 
 pub(crate) fn redrive_from_row(row: &SqliteRow) -> Result<RedriveRecord, StoreError> {

@@ -31,7 +31,7 @@ use revenant_core::{
 use sqlx::query::Query;
 use sqlx::sqlite::{
     SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteRow, SqliteSynchronous,
+    SqliteSynchronous,
 };
 use sqlx::{Sqlite, Transaction};
 use tokio::sync::{Mutex, MutexGuard};
@@ -39,8 +39,8 @@ use tokio::sync::{Mutex, MutexGuard};
 use crate::error::classify;
 use crate::migrate;
 use crate::row::{
-    decodable_job, get, get_time, group_from_row, job_from_row, listed, parse_errors, parse_record,
-    policy_from_row, redrive_from_row, timestamp,
+    decodable_job, get, get_time, group_from_row, job_from_row, jobs_from_json, listed,
+    parse_errors, parse_record, policy_from_row, redrive_from_row, timestamp,
 };
 use crate::sql;
 use crate::wake::Wakeups;
@@ -396,16 +396,15 @@ impl SqliteStore {
     async fn running_by_ids(
         tx: &mut Transaction<'static, Sqlite>,
         ids: impl Iterator<Item = JobId>,
-    ) -> Result<HashMap<JobId, SqliteRow>, StoreError> {
+    ) -> Result<HashMap<JobId, Running>, StoreError> {
         let ids: Vec<JobId> = ids.collect();
-        let rows = sqlx::query(sql::JOB_RUNNING_BY_IDS)
+        let json: String = sqlx::query_scalar(sql::JOB_RUNNING_BY_IDS)
             .bind(json_array(&ids)?)
-            .fetch_all(&mut **tx)
+            .fetch_one(&mut **tx)
             .await
             .map_err(classify)?;
-        rows.into_iter()
-            .map(|row| Ok((get::<i64>(&row, "id")?, row)))
-            .collect()
+        let rows: Vec<Running> = from_json(&json, "running jobs")?;
+        Ok(rows.into_iter().map(|row| (row.id, row)).collect())
     }
 
     /// A claim's candidates, in claim order (priority, expired leases first, run_at, id),
@@ -418,7 +417,7 @@ impl SqliteStore {
         tx: &mut Transaction<'static, Sqlite>,
         params: &JobClaimParams,
         now: i64,
-    ) -> Result<Vec<SqliteRow>, StoreError> {
+    ) -> Result<Vec<Candidate>, StoreError> {
         let limit = usize::try_from(params.limit).unwrap_or(usize::MAX);
         let mut candidates = Vec::new();
         let mut ready = 0;
@@ -426,23 +425,23 @@ impl SqliteStore {
         let mut below = i64::from(i32::MAX) + 1;
         let mut reclaim = params.reclaim;
         while ready < limit {
-            let rows = sqlx::query(sql::JOB_CLAIM_CANDIDATES)
+            let json: String = sqlx::query_scalar(sql::JOB_CLAIM_CANDIDATES)
                 .bind(&params.queue)
                 .bind(now)
                 .bind(i64::try_from(limit - ready).unwrap_or(i64::MAX))
                 .bind(i64::from(reclaim))
                 .bind(below)
-                .fetch_all(&mut **tx)
+                .fetch_one(&mut **tx)
                 .await
                 .map_err(classify)?;
             reclaim = false;
             let mut level = None;
-            for row in rows {
-                if get::<String>(&row, "status")? == JobState::Ready.as_str() {
+            for candidate in from_json::<Vec<Candidate>>(&json, "claim candidates")? {
+                if !candidate.reclaim() {
                     ready += 1;
-                    level = Some(get::<i64>(&row, "priority")?);
+                    level = Some(candidate.priority);
                 }
-                candidates.push(row);
+                candidates.push(candidate);
             }
             // No due job at that priority: find it, to look below it next.
             let level = match level {
@@ -460,21 +459,9 @@ impl SqliteStore {
             };
             below = level;
         }
-        let mut keyed = candidates
-            .into_iter()
-            .map(|row| {
-                let key = (
-                    std::cmp::Reverse(get::<i64>(&row, "priority")?),
-                    get::<String>(&row, "status")? == JobState::Ready.as_str(),
-                    get::<i64>(&row, "run_at")?,
-                    get::<i64>(&row, "id")?,
-                );
-                Ok((key, row))
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        keyed.sort_by_key(|(key, _)| *key);
-        keyed.truncate(limit);
-        Ok(keyed.into_iter().map(|(_, row)| row).collect())
+        candidates.sort_by_key(|c| (std::cmp::Reverse(c.priority), !c.reclaim(), c.run_at, c.id));
+        candidates.truncate(limit);
+        Ok(candidates)
     }
 
     /// Makes dead (reason `lease_expired`) every running job whose lease expired with no
@@ -611,19 +598,56 @@ async fn dependency_waiting(
 
 /// The running row `lease` fences, taken out of `running` so a second result for the
 /// same lease in one batch finds it gone (lease lost), as it would one call later.
-fn take_fenced(
-    running: &mut HashMap<JobId, SqliteRow>,
-    lease: &LeaseRef,
-) -> Result<Option<SqliteRow>, StoreError> {
-    let holds = match running.get(&lease.id) {
-        Some(row) => get::<Option<i64>>(row, "lease_token")? == Some(lease.lease_token.0),
-        None => false,
-    };
-    Ok(if holds {
+fn take_fenced(running: &mut HashMap<JobId, Running>, lease: &LeaseRef) -> Option<Running> {
+    let holds = running
+        .get(&lease.id)
+        .is_some_and(|row| row.lease_token == Some(lease.lease_token.0));
+    if holds {
         running.remove(&lease.id)
     } else {
         None
-    })
+    }
+}
+
+/// A claim candidate as job_claim_candidates.sql gives it (a JSON array per job).
+#[derive(Debug, serde::Deserialize)]
+struct Candidate {
+    id: JobId,
+    status: String,
+    attempts: i32,
+    worker: Option<String>,
+    lease_expires_at: Option<i64>,
+    /// The history, read for a reclaim only (it writes an entry).
+    errors: Option<String>,
+    priority: i64,
+    run_at: i64,
+}
+
+impl Candidate {
+    /// A running job whose lease expired, not a ready one.
+    fn reclaim(&self) -> bool {
+        self.status != JobState::Ready.as_str()
+    }
+}
+
+/// A running job as job_running_by_ids.sql gives it (a JSON array per job), for a
+/// batch's fence check and the history entry of a failure.
+#[derive(Debug, serde::Deserialize)]
+struct Running {
+    id: JobId,
+    lease_token: Option<i64>,
+    queue: String,
+    group_key: Option<String>,
+    attempts: i32,
+    worker: Option<String>,
+    errors: String,
+}
+
+/// One value a statement built with `json_group_array` (`what` names it in the error).
+/// The tables are STRICT, so a value of the wrong type here is a defect of the
+/// statement or a database this version cannot read: [`StoreError::Corrupt`].
+fn from_json<T: serde::de::DeserializeOwned>(json: &str, what: &str) -> Result<T, StoreError> {
+    serde_json::from_str(json).map_err(|err| StoreError::Corrupt(format!("{what}: {err}")))
 }
 
 /// A batch as a JSON array, the one parameter of the `json_each` statements.
@@ -968,31 +992,29 @@ impl Store for SqliteStore {
         let lease_expires_at = now.saturating_add(millis(params.lease));
         // Ready candidates are claimed in one statement (the common case, and the one
         // that sets the pace under load: one round trip for the whole batch, not one per
-        // job). A reclaim of an expired lease also writes a history entry, so it stays
-        // one statement per job; it is rare.
+        // job), and read back in one more as one value. A reclaim of an expired lease
+        // also writes a history entry, so it stays one statement per job; it is rare.
         let mut order = Vec::with_capacity(candidates.len());
         let mut ready = Vec::new();
         let mut jobs = Vec::with_capacity(candidates.len());
-        for candidate in &candidates {
-            let id: i64 = get(candidate, "id")?;
-            order.push(id);
-            let status: String = get(candidate, "status")?;
-            if status != JobState::Running.as_str() {
-                ready.push((id, LeaseToken::random().0));
+        for candidate in candidates {
+            order.push(candidate.id);
+            if !candidate.reclaim() {
+                ready.push((candidate.id, LeaseToken::random().0));
                 continue;
             }
             // A reclaim: the previous attempt's lease ran out. Say so in the history.
             let entry = lease_expired_entry(
-                get(candidate, "attempts")?,
-                get(candidate, "worker")?,
-                get(candidate, "lease_expires_at")?,
+                candidate.attempts,
+                candidate.worker,
+                candidate.lease_expires_at,
                 now,
                 false,
             )?;
-            let errors = push_entry(&get::<String>(candidate, "errors")?, entry)?;
+            let errors = push_entry(candidate.errors.as_deref().unwrap_or("[]"), entry)?;
             log_failure(&mut tx, &params.queue, FailureClass::LeaseExpired, now).await?;
             let row = sqlx::query(sql::JOB_CLAIM)
-                .bind(id)
+                .bind(candidate.id)
                 .bind(LeaseToken::random().0)
                 .bind(lease_expires_at)
                 .bind(now)
@@ -1004,24 +1026,30 @@ impl Store for SqliteStore {
             jobs.push(job_from_row(&row)?);
         }
         if !ready.is_empty() {
-            let rows = sqlx::query(sql::JOB_CLAIM_READY)
-                .bind(json_array(&ready)?)
+            let expected = ready.len();
+            let ready = json_array(&ready)?;
+            let claimed = sqlx::query(sql::JOB_CLAIM_READY)
+                .bind(&ready)
                 .bind(lease_expires_at)
                 .bind(now)
                 .bind(&params.worker)
-                .fetch_all(&mut *tx)
+                .execute(&mut *tx)
+                .await
+                .map_err(classify)?
+                .rows_affected();
+            let json: String = sqlx::query_scalar(sql::JOB_CLAIMED)
+                .bind(&ready)
+                .fetch_one(&mut *tx)
                 .await
                 .map_err(classify)?;
-            if rows.len() != ready.len() {
+            let read = jobs_from_json(&json)?;
+            if claimed != expected as u64 || read.len() != expected {
                 return Err(StoreError::Corrupt(format!(
-                    "claimed {} of {} ready candidates in one transaction",
-                    rows.len(),
-                    ready.len()
+                    "claimed {claimed} and read back {} of {expected} ready candidates in one transaction",
+                    read.len()
                 )));
             }
-            for row in rows {
-                jobs.push(job_from_row(&row)?);
-            }
+            jobs.extend(read);
         }
         // Claim order (priority, run_at, id), as the candidates came.
         let rank: HashMap<JobId, usize> =
@@ -1065,12 +1093,12 @@ impl Store for SqliteStore {
         let mut applied = Vec::with_capacity(params.leases.len());
         let mut unblocked = BTreeSet::new();
         for lease in &params.leases {
-            let Some(row) = take_fenced(&mut running, lease)? else {
+            let Some(row) = take_fenced(&mut running, lease) else {
                 results.push(Fenced::LeaseLost);
                 continue;
             };
-            if get::<Option<String>>(&row, "group_key")?.is_some() {
-                unblocked.insert(get::<String>(&row, "queue")?);
+            if row.group_key.is_some() {
+                unblocked.insert(row.queue);
             }
             applied.push(lease.id);
             results.push(Fenced::Applied);
@@ -1107,23 +1135,20 @@ impl Store for SqliteStore {
         let mut wake = BTreeSet::new();
         for failure in &params.failures {
             let lease = failure.lease;
-            let Some(row) = take_fenced(&mut running, &lease)? else {
+            let Some(row) = take_fenced(&mut running, &lease) else {
                 results.push(Fenced::LeaseLost);
                 continue;
             };
-            let queue: String = get(&row, "queue")?;
-            let grouped = get::<Option<String>>(&row, "group_key")?.is_some();
+            let queue = row.queue;
+            let grouped = row.group_key.is_some();
             let entry = ErrorEntry {
-                attempt: get(&row, "attempts")?,
+                attempt: row.attempts,
                 at,
                 class: failure.failure.class,
                 message: failure.failure.message.clone(),
-                worker: failure
-                    .worker
-                    .clone()
-                    .or(get::<Option<String>>(&row, "worker")?),
+                worker: failure.worker.clone().or(row.worker),
             };
-            let errors = push_entry(&get::<String>(&row, "errors")?, entry)?;
+            let errors = push_entry(&row.errors, entry)?;
             logged.push((queue.clone(), failure.failure.class.as_str()));
             match &failure.action {
                 FailAction::Retry { delay } => {
@@ -1919,6 +1944,7 @@ mod tests {
         let mut conn = store.pool.acquire().await.unwrap();
         for (name, statement) in [
             ("job_claim_ready", sql::JOB_CLAIM_READY),
+            ("job_claimed", sql::JOB_CLAIMED),
             ("job_running_by_ids", sql::JOB_RUNNING_BY_IDS),
             ("job_complete_batch", sql::JOB_COMPLETE_BATCH),
             ("job_fail_retry_batch", sql::JOB_FAIL_RETRY_BATCH),

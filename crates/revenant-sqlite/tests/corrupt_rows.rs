@@ -84,3 +84,53 @@ async fn policy_list_skips_a_stored_policy_that_no_longer_decodes() {
         .collect();
     assert_eq!(scopes, vec![PolicyScope::Default]);
 }
+
+/// A claimed batch is handed over as one JSON value (job_claimed.sql); a payload in it
+/// that is not JSON still fails the claim naming the job and the column, and the claim
+/// writes nothing: every job stays ready.
+#[tokio::test]
+async fn a_claim_names_a_job_whose_payload_cannot_be_decoded_and_claims_nothing() {
+    use revenant_core::store::JobClaimParams;
+    use revenant_core::JobState;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (store, raw) = store_and_raw(&dir).await;
+    let ids: Vec<i64> = store
+        .job_enqueue(JobEnqueueParams {
+            jobs: (0..3).map(|_| job("q", "k")).collect(),
+            default_max_attempts: 3,
+            now: Some(t0()),
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    sqlx::query("UPDATE jobs SET payload = 'not {json' WHERE id = ?1")
+        .bind(ids[1])
+        .execute(&raw)
+        .await
+        .unwrap();
+
+    let claim = JobClaimParams {
+        queue: "q".into(),
+        worker: "w".into(),
+        limit: 10,
+        lease: Duration::from_secs(30),
+        now: Some(t0()),
+        reclaim: true,
+    };
+    match store.job_claim(claim).await {
+        Err(StoreError::Corrupt(message)) => {
+            assert!(message.contains(&format!("job {}", ids[1])), "{message}");
+            assert!(message.contains("payload"), "{message}");
+        }
+        other => panic!("expected a corrupt-row error, got {other:?}"),
+    }
+    for id in [ids[0], ids[2]] {
+        let job = store.job_get(JobGetParams { id }).await.unwrap().unwrap();
+        assert_eq!(job.status, JobState::Ready, "job {id} was not claimed");
+        assert_eq!(job.attempts, 0);
+    }
+}

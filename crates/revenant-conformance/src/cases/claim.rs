@@ -22,6 +22,59 @@ pub async fn claim_counts_the_attempt_at_claim(store: Arc<dyn Store>) {
     );
 }
 
+/// A claim of several jobs returns each one as stored, every field: a payload of
+/// awkward text and numbers, the optional keys, a trace context and a history. (A
+/// store may hand a claimed batch over in another form than a row per job, as
+/// SQLite's does; this holds it to the row.)
+pub async fn claim_returns_every_field_of_every_job_as_stored(store: Arc<dyn Store>) {
+    use revenant_core::trace::TraceContext;
+    let stage = Stage::new(store);
+    let payload = serde_json::json!({
+        "name": "Zoë \"Ünï\" O'Brien \\ 客户 🧾",
+        "control": "tab\tnew line\nend",
+        "big": 9_007_199_254_740_993_i64,
+        "negative": -42,
+        "ratio": 0.1,
+        "nested": [{"a": null}, [], {}],
+        "empty": "",
+    });
+    let retried = stage
+        .retrying(job("q", "k").with_priority(5), t0(), secs(1))
+        .await;
+    let full = stage
+        .enqueue(
+            NewJob::new("q", "send_receipt", payload.clone())
+                .with_priority(5)
+                .with_max_attempts(7)
+                .with_group("customer \"42\"")
+                .with_unique_key("receipt/42?x=1&y=2")
+                .with_correlation_id("req-é")
+                .with_trace_context(
+                    TraceContext::new(
+                        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                        Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"),
+                    )
+                    .unwrap(),
+                ),
+        )
+        .await;
+    let bare = stage.enqueue(job("q", "k")).await;
+
+    let claimed = stage.claim_as("q", "wörker 1", 10, at(5)).await;
+    // Priority 5 first, by run_at: `full` is due at t0, the retry at 1 s.
+    assert_eq!(ids(&claimed), vec![full, retried.id, bare]);
+    for job in &claimed {
+        assert_eq!(
+            &stage.get(job.id).await,
+            job,
+            "the claim returns the stored row"
+        );
+    }
+    assert_eq!(claimed[0].payload, payload);
+    assert_eq!(claimed[1].errors.len(), 1, "{:?}", claimed[1].errors);
+    assert_eq!(claimed[1].attempts, 2);
+}
+
 /// Every attempt gets a new lease token.
 pub async fn claim_gives_a_fresh_lease_token_each_attempt(store: Arc<dyn Store>) {
     let stage = Stage::new(store);
