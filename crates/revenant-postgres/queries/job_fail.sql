@@ -3,6 +3,12 @@
 -- fingerprint $10 (NULL for a retry). Returns the ids that held their lease, and logs
 -- one failure per such job in attempt_failures (queue_stats' failure count). $1: now
 -- (NULL: the database clock). $9: how many history entries a job keeps.
+-- The lease token alone fences: a row holds one only while running (the CHECK in
+-- 0001_jobs.sql), so `j.status = 'running'` would add nothing but a plan. With it, the
+-- partial index jobs_running_idx matched, and the generic plan (statistics taken when
+-- few jobs ran, as after a bulk enqueue) walked every running job for each element of
+-- the batch: a nested loop of running x batch. Without it, each element is one
+-- primary-key probe (the test the_batch_writes_find_their_jobs_by_primary_key).
 WITH t AS (
     SELECT date_trunc('milliseconds', coalesce($1::timestamptz, now())) AS now
 ),
@@ -24,7 +30,7 @@ failed AS (
                 $8::text[], $10::text[])
          AS i(id, lease_token, class, message, worker, delay_ms, dead_reason, fingerprint),
          t
-    WHERE j.id = i.id AND j.lease_token = i.lease_token AND j.status = 'running'
+    WHERE j.id = i.id AND j.lease_token = i.lease_token
     RETURNING j.id, i.lease_token, j.queue,
               (j.run_at <= t.now AND j.status = 'ready') OR j.group_key IS NOT NULL AS wake,
               i.class, t.now AS at

@@ -812,6 +812,99 @@ async fn the_claim_writes_its_chosen_jobs_by_primary_key_on_a_large_table() {
     db.drop_schema().await;
 }
 
+/// The batch writes that fence on a lease (complete, fail, release) find each job of
+/// the batch by primary key, on their generic plans too, with statistics taken when no
+/// job ran (as after a bulk enqueue) and hundreds running now. With `status =
+/// 'running'` in their conditions the partial index `jobs_running_idx` matched, and
+/// the generic plan walked every running job for each element of the batch.
+#[tokio::test]
+async fn the_batch_writes_find_their_jobs_by_primary_key() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let jobs = (0..2000).map(|_| job("big")).collect();
+    db.store
+        .job_enqueue(enqueue_params(jobs, None))
+        .await
+        .unwrap();
+    let schema = format!("\"{}\"", db.schema);
+    let mut conn = db.store.pool().acquire().await.unwrap();
+    sqlx::raw_sql(&format!("ANALYZE {schema}.jobs"))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let running = db.store.job_claim(claim("big", 500, None)).await.unwrap();
+    assert_eq!(running.len(), 500);
+    // EXPLAIN EXECUTE takes no bound parameters: the batch goes in as array literals.
+    let array = |values: Vec<i64>| {
+        let items: Vec<String> = values.iter().map(i64::to_string).collect();
+        format!("'{{{}}}'::int8[]", items.join(","))
+    };
+    let ids = array(running.iter().map(|job| job.id).take(100).collect());
+    let tokens = array(
+        running
+            .iter()
+            .map(|job| job.lease_token.unwrap().0)
+            .take(100)
+            .collect(),
+    );
+    let statements = [
+        (
+            "job_complete",
+            include_str!("../queries/job_complete.sql"),
+            "timestamptz, int8[], int8[]",
+            "NULL, {ids}, {tokens}",
+        ),
+        (
+            "job_fail",
+            include_str!("../queries/job_fail.sql"),
+            "timestamptz, int8[], int8[], text[], text[], text[], int8[], text[], int4, text[]",
+            "NULL, {ids}, {tokens}, '{}', '{}', '{}', '{}', '{}', 20, '{}'",
+        ),
+        (
+            "job_release",
+            include_str!("../queries/job_release.sql"),
+            "timestamptz, int8[], int8[]",
+            "NULL, {ids}, {tokens}",
+        ),
+    ];
+    sqlx::raw_sql("SET plan_cache_mode = force_generic_plan")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    for (name, statement, types, args) in statements {
+        let statement = statement.replace("{schema}", &schema);
+        sqlx::raw_sql(&format!("PREPARE {name} ({types}) AS {statement}"))
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let args = args.replace("{ids}", &ids).replace("{tokens}", &tokens);
+        let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN EXECUTE {name} ({args})"))
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+        let on_jobs: Vec<&String> = plan
+            .iter()
+            .filter(|line| line.contains(" on jobs") && !line.contains("Update on"))
+            .collect();
+        assert!(
+            !on_jobs.is_empty() && on_jobs.iter().all(|line| line.contains("using jobs_pkey")),
+            "{name}: every access to jobs goes by primary key; plan:\n{}",
+            plan.join("\n")
+        );
+        sqlx::raw_sql(&format!("DEALLOCATE {name}"))
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+    }
+    sqlx::raw_sql("RESET plan_cache_mode")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    drop(conn);
+    db.drop_schema().await;
+}
+
 /// The claim runs on its generic plan (`SET LOCAL` in its own transaction); the
 /// connection goes back to the pool with the server's setting, for the statements
 /// whose plans depend on their parameters (the filters of `job_list`, say).

@@ -51,8 +51,12 @@ pub fn builder(store: Arc<dyn Store>, args: &Args) -> revenant::runtime::WorkerB
     builder
 }
 
-/// The claim-ahead buffer `--profile` gives, `None` for the library's default.
+/// The claim-ahead buffer `--claim-ahead` or `--profile` gives, `None` for the
+/// library's default.
 fn claim_ahead(args: &Args) -> Option<usize> {
+    if args.claim_ahead.is_some() {
+        return args.claim_ahead;
+    }
     match args.profile {
         Profile::Tuned => Some(args.concurrency.min(revenant::runtime::MAX_CLAIM_AHEAD)),
         Profile::Defaults => None,

@@ -111,6 +111,10 @@ pub struct Args {
     /// The worker's `poll_interval`, in ms. Default: the library's.
     #[arg(long)]
     pub poll_interval_ms: Option<u64>,
+    /// The worker's `claim_ahead`, instead of what `--profile` gives. For trying a
+    /// hypothesis from the harness, not used by `bench/run`.
+    #[arg(long)]
+    pub claim_ahead: Option<usize>,
     /// ceiling, PostgreSQL: what a completion does with the row (see [`CompleteBy`]).
     #[arg(long, value_enum, default_value_t = CompleteBy::Update)]
     pub complete: CompleteBy,

@@ -6,4 +6,4 @@ SET status = 'completed',
     lease_token = NULL,
     lease_expires_at = NULL
 FROM unnest($1::int8[], $2::int8[]) AS i(id, lease_token)
-WHERE j.id = i.id AND j.lease_token = i.lease_token AND j.status = 'running'
+WHERE j.id = i.id AND j.lease_token = i.lease_token

@@ -3,4 +3,4 @@
 -- keeping the completed row costs (`--complete delete`), not revenant's.
 DELETE FROM revenant.jobs j
 USING unnest($1::int8[], $2::int8[]) AS i(id, lease_token)
-WHERE j.id = i.id AND j.lease_token = i.lease_token AND j.status = 'running'
+WHERE j.id = i.id AND j.lease_token = i.lease_token

@@ -4,7 +4,7 @@
 WITH done AS (
     DELETE FROM revenant.jobs j
     USING unnest($1::int8[], $2::int8[]) AS i(id, lease_token)
-    WHERE j.id = i.id AND j.lease_token = i.lease_token AND j.status = 'running'
+    WHERE j.id = i.id AND j.lease_token = i.lease_token
     RETURNING j.id, j.queue, j.kind, j.payload, j.attempts, j.created_at, j.attempted_at,
               j.worker, j.errors
 )
