@@ -831,17 +831,21 @@ impl Store for PgStore {
         if params.limit == 0 {
             return Ok(Vec::new());
         }
-        // The claim runs on the generic plan of its prepared statement. Left to choose,
-        // PostgreSQL planned it anew at every call: its generic plan's cost, with the
-        // LIMIT unknown, never beat a custom plan's, and planning this statement took
-        // longer than running it (2.1 ms against 1.3 for a claim of 64 on a table of
-        // 20,000 jobs; planning was an eighth of the server's CPU in a drain). The
-        // generic plan walks the same indexes (a plan test pins it). `SET LOCAL` ends
-        // with the transaction, so the connection goes back to the pool as it came.
+        // The claim is planned for its own parameters at every call (a custom plan),
+        // in its own transaction with `SET LOCAL`, which ends with it: the connection
+        // goes back to the pool as it came. Planning costs about 2 ms a claim (a
+        // quarter of the server's CPU in a drain of no-op jobs on a small table), and
+        // the generic plan saved it: W1 drains were 10 to 25% faster on it. But W5
+        // (1,000,000 jobs scheduled a week ahead beside 1,000,000 due) found the
+        // generic plan taking 600 to 800 ms a claim where a custom plan takes 1 to
+        // 2 ms: the big drain fell from 8,196 jobs/s to about 90. Left to choose
+        // (`auto`), PostgreSQL kept to custom plans in every measurement, but may
+        // switch to the generic one after five calls whenever its estimate looks
+        // cheaper; `force_custom_plan` rules that out.
         let mut tx = self
             .inner
             .pool
-            .begin_with("BEGIN; SET LOCAL plan_cache_mode = force_generic_plan")
+            .begin_with("BEGIN; SET LOCAL plan_cache_mode = force_custom_plan")
             .await
             .classified()?;
         let rows = sqlx::query(&self.inner.queries.job_claim)

@@ -746,8 +746,8 @@ async fn a_store_can_share_the_applications_pool() {
 /// Joined to its chosen rows instead, the planner judged a sequential scan of the
 /// whole table and a hash of it cheaper than a hundred index probes once the table
 /// held 20,000 rows: 3 to 8 ms a claim of 128, against 0.3 by primary key. Reads the
-/// statement the store runs (`queries/job_claim.sql`), as a custom plan and as the
-/// generic plan the store runs it on (`job_claim` forces it).
+/// statement the store runs (`queries/job_claim.sql`), as the custom plans the store
+/// runs it on (`job_claim` forces them) and as the generic plan.
 #[tokio::test]
 async fn the_claim_writes_its_chosen_jobs_by_primary_key_on_a_large_table() {
     let Some(db) = TestDb::new().await else {
@@ -905,9 +905,9 @@ async fn the_batch_writes_find_their_jobs_by_primary_key() {
     db.drop_schema().await;
 }
 
-/// The claim runs on its generic plan (`SET LOCAL` in its own transaction); the
-/// connection goes back to the pool with the server's setting, for the statements
-/// whose plans depend on their parameters (the filters of `job_list`, say).
+/// The claim runs on custom plans (`SET LOCAL` in its own transaction); the
+/// connection goes back to the pool with the server's setting, for the other
+/// statements.
 #[tokio::test]
 async fn the_claims_plan_setting_does_not_outlive_the_claim() {
     let Some(db) = TestDb::with_options(PgStoreOptions {
