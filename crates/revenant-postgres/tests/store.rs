@@ -742,19 +742,15 @@ async fn a_store_can_share_the_applications_pool() {
     db.drop_schema().await;
 }
 
-/// The claim writes the jobs it chose by primary key, whatever the table's size.
-/// Joined to its chosen rows instead, the planner judged a sequential scan of the
-/// whole table and a hash of it cheaper than a hundred index probes once the table
-/// held 20,000 rows: 3 to 8 ms a claim of 128, against 0.3 by primary key. Reads the
-/// statement the store runs (`queries/job_claim.sql`), as the custom plans the store
-/// runs it on (`job_claim` forces them) and as the generic plan.
-#[tokio::test]
-async fn the_claim_writes_its_chosen_jobs_by_primary_key_on_a_large_table() {
-    let Some(db) = TestDb::new().await else {
-        return;
-    };
-    for _ in 0..20 {
-        let jobs = (0..1000).map(|_| job("big")).collect();
+/// `n` ready jobs of queue `big` enqueued in batches of 1,000, then `ANALYZE`: the
+/// statistics a plan test reads, taken when no job runs (as after a bulk enqueue).
+/// Returns the quoted schema and a connection for `EXPLAIN`.
+async fn analyzed_jobs(
+    db: &TestDb,
+    n: usize,
+) -> (String, sqlx::pool::PoolConnection<sqlx::Postgres>) {
+    for start in (0..n).step_by(1000) {
+        let jobs = (start..n.min(start + 1000)).map(|_| job("big")).collect();
         db.store
             .job_enqueue(enqueue_params(jobs, None))
             .await
@@ -766,6 +762,21 @@ async fn the_claim_writes_its_chosen_jobs_by_primary_key_on_a_large_table() {
         .execute(&mut *conn)
         .await
         .unwrap();
+    (schema, conn)
+}
+
+/// The claim writes the jobs it chose by primary key, whatever the table's size.
+/// Joined to its chosen rows instead, the planner judged a sequential scan of the
+/// whole table and a hash of it cheaper than a hundred index probes once the table
+/// held 20,000 rows: 3 to 8 ms a claim of 128, against 0.3 by primary key. Reads the
+/// statement the store runs (`queries/job_claim.sql`), as the custom plans the store
+/// runs it on (`job_claim` forces them) and as the generic plan.
+#[tokio::test]
+async fn the_claim_writes_its_chosen_jobs_by_primary_key_on_a_large_table() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let (schema, mut conn) = analyzed_jobs(&db, 20_000).await;
     // The RETURNING list does not change how rows are found.
     let claim = include_str!("../queries/job_claim.sql")
         .replace("{job_columns}", "j.id")
@@ -822,17 +833,7 @@ async fn the_batch_writes_find_their_jobs_by_primary_key() {
     let Some(db) = TestDb::new().await else {
         return;
     };
-    let jobs = (0..2000).map(|_| job("big")).collect();
-    db.store
-        .job_enqueue(enqueue_params(jobs, None))
-        .await
-        .unwrap();
-    let schema = format!("\"{}\"", db.schema);
-    let mut conn = db.store.pool().acquire().await.unwrap();
-    sqlx::raw_sql(&format!("ANALYZE {schema}.jobs"))
-        .execute(&mut *conn)
-        .await
-        .unwrap();
+    let (schema, mut conn) = analyzed_jobs(&db, 2_000).await;
     let running = db.store.job_claim(claim("big", 500, None)).await.unwrap();
     assert_eq!(running.len(), 500);
     // EXPLAIN EXECUTE takes no bound parameters: the batch goes in as array literals.

@@ -19,11 +19,9 @@ async fn store_and_raw(dir: &tempfile::TempDir) -> (SqliteStore, SqlitePool) {
     (store, raw)
 }
 
-#[tokio::test]
-async fn job_list_skips_a_row_that_cannot_be_decoded_and_job_get_names_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, raw) = store_and_raw(&dir).await;
-    let ids: Vec<i64> = store
+/// Three ready jobs of queue `q`, enqueued at t0; their ids.
+async fn enqueue_three(store: &SqliteStore) -> Vec<i64> {
+    store
         .job_enqueue(JobEnqueueParams {
             jobs: (0..3).map(|_| job("q", "k")).collect(),
             default_max_attempts: 3,
@@ -33,7 +31,14 @@ async fn job_list_skips_a_row_that_cannot_be_decoded_and_job_get_names_it() {
         .unwrap()
         .into_iter()
         .map(|e| e.id)
-        .collect();
+        .collect()
+}
+
+#[tokio::test]
+async fn job_list_skips_a_row_that_cannot_be_decoded_and_job_get_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, raw) = store_and_raw(&dir).await;
+    let ids = enqueue_three(&store).await;
     // What an unchecked redrive at one job every 31 million years wrote.
     sqlx::query("UPDATE jobs SET run_at = ?1 WHERE id = ?2")
         .bind(i64::MAX)
@@ -96,17 +101,7 @@ async fn a_claim_names_a_job_whose_payload_cannot_be_decoded_and_claims_nothing(
 
     let dir = tempfile::tempdir().unwrap();
     let (store, raw) = store_and_raw(&dir).await;
-    let ids: Vec<i64> = store
-        .job_enqueue(JobEnqueueParams {
-            jobs: (0..3).map(|_| job("q", "k")).collect(),
-            default_max_attempts: 3,
-            now: Some(t0()),
-        })
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.id)
-        .collect();
+    let ids = enqueue_three(&store).await;
     sqlx::query("UPDATE jobs SET payload = 'not {json' WHERE id = ?1")
         .bind(ids[1])
         .execute(&raw)
