@@ -56,6 +56,9 @@ const LIST_LIMIT_CAP: u32 = 10_000;
 /// PostgreSQL's 63-byte identifiers).
 const MAX_SCHEMA_LEN: usize = 50;
 
+/// Begins the transaction a claim runs in (`job_claim` says why).
+const CLAIM_BEGIN: &str = include_str!("../queries/job_claim_begin.sql");
+
 /// How a [`PgStore`] connects. Every field has a default ([`PgStoreOptions::default`]).
 #[derive(Debug, Clone)]
 pub struct PgStoreOptions {
@@ -831,23 +834,21 @@ impl Store for PgStore {
         if params.limit == 0 {
             return Ok(Vec::new());
         }
-        // The claim is planned for its own parameters at every call (a custom plan),
-        // in its own transaction with `SET LOCAL`, which ends with it: the connection
-        // goes back to the pool as it came. Planning costs about 2 ms a claim (a
-        // quarter of the server's CPU in a drain of no-op jobs on a small table), and
-        // the generic plan saved it: W1 drains were 10 to 25% faster on it. But W5
-        // (1,000,000 jobs scheduled a week ahead beside 1,000,000 due) found the
-        // generic plan taking 600 to 800 ms a claim where a custom plan takes 1 to
-        // 2 ms: the big drain fell from 8,196 jobs/s to about 90. Left to choose
-        // (`auto`), PostgreSQL kept to custom plans in every measurement, but may
-        // switch to the generic one after five calls whenever its estimate looks
-        // cheaper; `force_custom_plan` rules that out.
-        let mut tx = self
-            .inner
-            .pool
-            .begin_with("BEGIN; SET LOCAL plan_cache_mode = force_custom_plan")
-            .await
-            .classified()?;
+        // The claim runs on the generic plan of its prepared statement, with JIT
+        // compilation off, in its own transaction: `SET LOCAL` ends with it, so the
+        // connection goes back to the pool as it came.
+        //
+        // - Generic plan: left to choose, PostgreSQL planned the claim anew at every
+        //   call (its generic cost, with the LIMIT unknown, never beat a custom plan's),
+        //   and planning took longer than running it: about 2 ms a claim, a quarter of
+        //   the server's CPU in a drain of no-op jobs. The generic plan walks the same
+        //   indexes (a plan test pins it).
+        // - No JIT: the generic plan's estimates are the table's, not the due jobs'.
+        //   Beside 1,000,000 jobs scheduled for later they passed `jit_optimize_above_cost`,
+        //   and every claim compiled about a hundred functions with LLVM: a second a claim
+        //   to run a statement that takes 1 ms (W5's big drain fell to about 90 jobs/s).
+        //   A claim touches a few hundred rows by index; compiling never pays.
+        let mut tx = self.inner.pool.begin_with(CLAIM_BEGIN).await.classified()?;
         let rows = sqlx::query(&self.inner.queries.job_claim)
             .bind(params.now)
             .bind(&params.queue)

@@ -769,8 +769,8 @@ async fn analyzed_jobs(
 /// Joined to its chosen rows instead, the planner judged a sequential scan of the
 /// whole table and a hash of it cheaper than a hundred index probes once the table
 /// held 20,000 rows: 3 to 8 ms a claim of 128, against 0.3 by primary key. Reads the
-/// statement the store runs (`queries/job_claim.sql`), as the custom plans the store
-/// runs it on (`job_claim` forces them) and as the generic plan.
+/// statement the store runs (`queries/job_claim.sql`), as the generic plan the store
+/// runs it on (`job_claim` forces it) and as custom plans.
 #[tokio::test]
 async fn the_claim_writes_its_chosen_jobs_by_primary_key_on_a_large_table() {
     let Some(db) = TestDb::new().await else {
@@ -819,6 +819,83 @@ async fn the_claim_writes_its_chosen_jobs_by_primary_key_on_a_large_table() {
         .execute(&mut *conn)
         .await
         .unwrap();
+    drop(conn);
+    db.drop_schema().await;
+}
+
+/// The claim is never compiled with JIT. Its generic plan is costed on the whole
+/// table, and beside 1,000,000 jobs scheduled for later that cost passed
+/// `jit_optimize_above_cost`: every claim compiled about a hundred functions, a second
+/// a claim for a statement that runs in 1 ms. Here the thresholds are set to zero in
+/// the session, standing in for a table that large: the generic plan compiles with
+/// the server's `jit`, and not in the transaction the store claims in
+/// (`queries/job_claim_begin.sql`).
+#[tokio::test]
+async fn the_claim_is_never_compiled_with_jit() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let (schema, mut conn) = analyzed_jobs(&db, 200).await;
+    let claim = include_str!("../queries/job_claim.sql")
+        .replace("{job_columns}", "j.id")
+        .replace("{schema}", &schema);
+    let jit_available: bool = sqlx::query_scalar("SELECT pg_jit_available()")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::raw_sql(
+        "SET jit_above_cost = 0; SET jit_optimize_above_cost = 0; SET jit_inline_above_cost = 0",
+    )
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    let mut explain = async |begin: &str, name: &str| -> Vec<String> {
+        sqlx::raw_sql(&format!(
+            "{begin} PREPARE {name} (timestamptz, text, int8, text, int8, int4, text, boolean) AS {claim}"
+        ))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+        let plan: Vec<String> = sqlx::query_scalar(&format!(
+            "EXPLAIN EXECUTE {name} (NULL, 'big', 64, 'worker-a', 30000, 20, 'fingerprint', true)"
+        ))
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+        sqlx::raw_sql(&format!("ROLLBACK; DEALLOCATE {name}"))
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        plan
+    };
+    let compiles = |plan: &[String]| plan.iter().any(|line| line.trim_start() == "JIT:");
+    // The check can fail: with the server's `jit`, the same generic plan compiles.
+    let plain = explain(
+        "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan;",
+        "claim_plain",
+    )
+    .await;
+    if jit_available {
+        assert!(compiles(&plain), "plan:\n{}", plain.join("\n"));
+    }
+    let store = explain(
+        include_str!("../queries/job_claim_begin.sql"),
+        "claim_store",
+    )
+    .await;
+    assert!(!compiles(&store), "plan:\n{}", store.join("\n"));
+    // And it is the generic plan: its conditions name parameters, not values.
+    assert!(
+        store.iter().any(|line| line.contains("(queue = $2)")),
+        "plan:\n{}",
+        store.join("\n")
+    );
+    sqlx::raw_sql(
+        "RESET jit_above_cost; RESET jit_optimize_above_cost; RESET jit_inline_above_cost",
+    )
+    .execute(&mut *conn)
+    .await
+    .unwrap();
     drop(conn);
     db.drop_schema().await;
 }
@@ -906,9 +983,10 @@ async fn the_batch_writes_find_their_jobs_by_primary_key() {
     db.drop_schema().await;
 }
 
-/// The claim runs on custom plans (`SET LOCAL` in its own transaction); the
-/// connection goes back to the pool with the server's setting, for the other
-/// statements.
+/// The claim runs on its generic plan with JIT off (`SET LOCAL` in its own
+/// transaction); the connection goes back to the pool with the server's settings, for
+/// the statements whose plans depend on their parameters (the filters of `job_list`,
+/// say).
 #[tokio::test]
 async fn the_claims_plan_setting_does_not_outlive_the_claim() {
     let Some(db) = TestDb::with_options(PgStoreOptions {
@@ -923,13 +1001,17 @@ async fn the_claims_plan_setting_does_not_outlive_the_claim() {
         .job_enqueue(enqueue_params(vec![job("one")], None))
         .await
         .unwrap();
+    // The pool's only connection is the one the claim uses.
+    let settings = async || -> (String, String) {
+        sqlx::query_as("SELECT current_setting('plan_cache_mode'), current_setting('jit')")
+            .fetch_one(db.store.pool())
+            .await
+            .unwrap()
+    };
+    let before = settings().await;
+    assert_eq!(before.0, "auto");
     let claimed = db.store.job_claim(claim("one", 10, None)).await.unwrap();
     assert_eq!(claimed.len(), 1);
-    // The pool's only connection is the one the claim used.
-    let mode: String = sqlx::query_scalar("SHOW plan_cache_mode")
-        .fetch_one(db.store.pool())
-        .await
-        .unwrap();
-    assert_eq!(mode, "auto");
+    assert_eq!(settings().await, before);
     db.drop_schema().await;
 }
