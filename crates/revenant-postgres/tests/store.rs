@@ -765,6 +765,14 @@ async fn analyzed_jobs(
     (schema, conn)
 }
 
+/// The statement `job_claim` runs (`queries/job_claim.sql`) for `schema`, returning
+/// only ids: the RETURNING list does not change how rows are found.
+fn claim_statement(schema: &str) -> String {
+    include_str!("../queries/job_claim.sql")
+        .replace("{job_columns}", "j.id")
+        .replace("{schema}", schema)
+}
+
 /// The claim writes the jobs it chose by primary key, whatever the table's size.
 /// Joined to its chosen rows instead, the planner judged a sequential scan of the
 /// whole table and a hash of it cheaper than a hundred index probes once the table
@@ -777,10 +785,7 @@ async fn the_claim_writes_its_chosen_jobs_by_primary_key_on_a_large_table() {
         return;
     };
     let (schema, mut conn) = analyzed_jobs(&db, 20_000).await;
-    // The RETURNING list does not change how rows are found.
-    let claim = include_str!("../queries/job_claim.sql")
-        .replace("{job_columns}", "j.id")
-        .replace("{schema}", &schema);
+    let claim = claim_statement(&schema);
     let seq_scan = |plan: &[String]| {
         plan.iter()
             .any(|line| line.contains("Seq Scan on jobs"))
@@ -836,9 +841,7 @@ async fn the_claim_is_never_compiled_with_jit() {
         return;
     };
     let (schema, mut conn) = analyzed_jobs(&db, 200).await;
-    let claim = include_str!("../queries/job_claim.sql")
-        .replace("{job_columns}", "j.id")
-        .replace("{schema}", &schema);
+    let claim = claim_statement(&schema);
     let jit_available: bool = sqlx::query_scalar("SELECT pg_jit_available()")
         .fetch_one(&mut *conn)
         .await
