@@ -34,7 +34,7 @@ use revenant_core::{
 };
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::query::Query;
-use sqlx::{Acquire, PgConnection, PgPool, Postgres, Row};
+use sqlx::{Acquire, Connection, PgConnection, PgPool, Postgres, Row};
 
 use crate::error::ResultExt;
 use crate::migrate;
@@ -55,6 +55,9 @@ const LIST_LIMIT_CAP: u32 = 10_000;
 /// The longest schema name accepted (the NOTIFY channel `<schema>.wakeup` must fit
 /// PostgreSQL's 63-byte identifiers).
 const MAX_SCHEMA_LEN: usize = 50;
+
+/// How long a pooled connection may sit idle before it is pinged on acquire.
+const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
 
 /// Begins the transaction a claim runs in (`job_claim` says why).
 const CLAIM_BEGIN: &str = include_str!("../queries/job_claim_begin.sql");
@@ -197,7 +200,26 @@ impl PgStore {
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
-            .test_before_acquire(true)
+            // sqlx's `test_before_acquire` pings every connection on every acquire: one
+            // round trip more per claim and per batch of acks, on connections that were
+            // in use a millisecond ago. Only a connection that sat idle long enough for
+            // the server or a proxy to have dropped it is pinged; a fresh failure past
+            // that is a store error the runtime retries.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for < PING_IF_IDLE_FOR {
+                        return Ok(true);
+                    }
+                    match conn.ping().await {
+                        Ok(()) => Ok(true),
+                        Err(error) => {
+                            tracing::info!(%error, "dropping a pooled connection that failed its ping");
+                            Ok(false)
+                        }
+                    }
+                })
+            })
             .connect_with(connect)
             .await
             .classified()?;

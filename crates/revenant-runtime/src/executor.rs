@@ -58,7 +58,7 @@ pub(crate) async fn run(
     claim_lease: Duration,
     claim_sent: Instant,
     job: Job,
-    _slot: OwnedSemaphorePermit,
+    slot: OwnedSemaphorePermit,
     ticket: Option<Ticket>,
 ) {
     let Some(lease_token) = job.lease_token else {
@@ -265,7 +265,7 @@ pub(crate) async fn run(
             }
         },
         Ended::Outcome(outcome) => {
-            let (transition, settled) = finish(&shared, &job, lease, &policy, outcome).await;
+            let (transition, settled) = finish(&shared, &job, lease, &policy, outcome, slot).await;
             if let Some(span) = span {
                 span.settled(&transition, &settled);
             }
@@ -508,6 +508,7 @@ async fn finish(
     lease: LeaseRef,
     policy: &RetryPolicy,
     outcome: Outcome,
+    slot: OwnedSemaphorePermit,
 ) -> (Transition, Settled) {
     let settlement = Settlement::decide(
         job,
@@ -518,15 +519,17 @@ async fn finish(
         &mut rand::rng(),
     );
     let written = match settlement.write().clone() {
+        // Completions and failures free the slot once queued (see crate::completer);
+        // a snooze or a cancel keeps it until written.
         SettleWrite::Complete(lease) => shared
             .completer
-            .send(Ack::Complete(lease))
+            .hand_over(Ack::Complete(lease), slot)
             .await
             .map(Settled::from)
             .map_err(|err| err.to_string()),
         SettleWrite::Fail(failure) => shared
             .completer
-            .send(Ack::Fail(failure))
+            .hand_over(Ack::Fail(failure), slot)
             .await
             .map(Settled::from)
             .map_err(|err| err.to_string()),

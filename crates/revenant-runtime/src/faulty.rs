@@ -33,6 +33,10 @@ pub(crate) struct FaultyStore {
     /// While true, heartbeats never answer (a partition that swallows packets): each
     /// waits until it is false again.
     pub(crate) stall_heartbeats: tokio::sync::watch::Sender<bool>,
+    /// While true, completions never answer: each waits until it is false again.
+    pub(crate) stall_completes: tokio::sync::watch::Sender<bool>,
+    /// While true, every completion fails with a retryable error (a store that is down).
+    pub(crate) refuse_completes: std::sync::atomic::AtomicBool,
 }
 
 impl FaultyStore {
@@ -52,6 +56,8 @@ impl FaultyStore {
             flip: AtomicU32::new(0),
             calls: Mutex::new(BTreeMap::new()),
             stall_heartbeats: tokio::sync::watch::Sender::new(false),
+            stall_completes: tokio::sync::watch::Sender::new(false),
+            refuse_completes: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -153,6 +159,14 @@ impl Store for FaultyStore {
     }
     async fn job_complete(&self, params: JobCompleteParams) -> Result<Vec<Fenced>, StoreError> {
         self.enter("job_complete")?;
+        let mut stalled = self.stall_completes.subscribe();
+        let _ = stalled.wait_for(|stalled| !*stalled).await;
+        if self.refuse_completes.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable {
+                message: "injected: completions refused".to_string(),
+                source: None,
+            });
+        }
         self.inner.job_complete(params).await
     }
     async fn job_fail(&self, params: JobFailParams) -> Result<Vec<Fenced>, StoreError> {

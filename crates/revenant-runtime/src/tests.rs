@@ -741,7 +741,9 @@ async fn a_buffered_job_is_released_before_its_lease_could_expire_and_runs_later
 }
 
 /// Jobs claimed by this worker and not running (leased in the database, no handler
-/// started) never exceed `claim_ahead`, and the buffer is used.
+/// started) never exceed `claim_ahead`, and the buffer is used. Leased in the database
+/// at once: the running handlers, the buffered jobs, and the finished ones whose
+/// results are queued for the completer (at most `claim_ahead` of them).
 #[tokio::test]
 async fn jobs_claimed_ahead_never_exceed_the_bound() {
     const SLOTS: usize = 2;
@@ -757,8 +759,8 @@ async fn jobs_claimed_ahead_never_exceed_the_bound() {
             async move {
                 running.fetch_add(1, Ordering::SeqCst);
                 // Leased in the database while this handler runs: the running
-                // handlers (this one included), the jobs whose results are being
-                // written (their slots are still taken) and the buffered ones.
+                // handlers (this one included), the buffered jobs, and the finished
+                // ones whose results are queued (their slots freed at hand-over).
                 let leased = store
                     .all()
                     .await
@@ -785,14 +787,159 @@ async fn jobs_claimed_ahead_never_exceed_the_bound() {
     task.await.unwrap();
     let peak = peak_ahead.load(Ordering::SeqCst);
     assert!(
-        peak <= SLOTS + AHEAD,
-        "{peak} jobs leased at once: {SLOTS} slots and {AHEAD} ahead allow {}",
-        SLOTS + AHEAD
+        peak <= SLOTS + AHEAD + AHEAD,
+        "{peak} jobs leased at once: {SLOTS} slots, {AHEAD} ahead and {AHEAD} results queued allow {}",
+        SLOTS + AHEAD + AHEAD
     );
     assert!(
         peak > SLOTS,
         "the buffer was never used ({peak} leased at most)"
     );
+}
+
+/// On a worker that claims ahead, a finished attempt frees its slot once its result is
+/// queued for the completer, not once it is written: while the store holds every
+/// completion back, a one-slot worker with `claim_ahead(1)` runs a second job, and then
+/// no third (one result may wait). Shutdown waits for the queued results, and every one
+/// is written; the buffered job goes back unstarted.
+#[tokio::test]
+async fn a_finished_attempt_frees_its_slot_before_its_result_is_written() {
+    let store = Arc::new(FaultyStore::open().await);
+    store.stall_completes.send_replace(true);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counter = ran.clone();
+    let worker = builder_with(&store, 1)
+        .claim_ahead(1)
+        .handler_fn("count", move |_ctx: JobContext, _: serde_json::Value| {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    for _ in 0..5 {
+        enqueue(&store, "count", json!(null)).await;
+    }
+    let (shutdown, task) = start(worker);
+    wait_until(
+        &store,
+        "two jobs to run, their completion held back",
+        |jobs| {
+            // Leased: the two that ran, and the one claimed ahead, if claimed yet.
+            let running = jobs
+                .iter()
+                .filter(|j| j.status == JobState::Running)
+                .count();
+            ran.load(Ordering::SeqCst) == 2 && running >= 2
+        },
+    )
+    .await;
+    assert!(store.calls("job_complete") >= 1, "no completion was sent");
+    // Time for a third to start if the bound did not hold (a busy machine can only
+    // hide a failure here, never make one).
+    tokio::time::sleep(ms(300)).await;
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        2,
+        "a third job ran with one slot and its one result already queued"
+    );
+    shutdown.shutdown();
+    // Past the grace period (200 ms): the worker still waits for its queued results.
+    tokio::time::sleep(ms(500)).await;
+    assert!(
+        !task.is_finished(),
+        "the worker stopped with results still queued"
+    );
+    store.stall_completes.send_replace(false);
+    task.await.unwrap();
+    let jobs = store.all().await;
+    let count = |state| jobs.iter().filter(|j| j.status == state).count();
+    assert_eq!(count(JobState::Completed), 2, "{jobs:#?}");
+    assert_eq!(count(JobState::Ready), 3, "{jobs:#?}");
+}
+
+/// A worker that does not claim ahead (the default) keeps a slot until the result of
+/// its attempt is written: while the store holds every completion back, a one-slot
+/// worker runs one job and no second.
+#[tokio::test]
+async fn without_claim_ahead_a_slot_stays_taken_until_its_result_is_written() {
+    let store = Arc::new(FaultyStore::open().await);
+    store.stall_completes.send_replace(true);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counter = ran.clone();
+    let worker = builder_with(&store, 1)
+        .handler_fn("count", move |_ctx: JobContext, _: serde_json::Value| {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        enqueue(&store, "count", json!(null)).await;
+    }
+    let (shutdown, task) = start(worker);
+    wait_until(&store, "the first completion to be sent", |_| {
+        store.calls("job_complete") >= 1
+    })
+    .await;
+    // Time for a second to start if the slot had been freed (a busy machine can only
+    // hide a failure here, never make one).
+    tokio::time::sleep(ms(300)).await;
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        1,
+        "a second job ran while the one slot's result was unwritten"
+    );
+    shutdown.shutdown();
+    store.stall_completes.send_replace(false);
+    task.await.unwrap();
+    let jobs = store.all().await;
+    let count = |state| jobs.iter().filter(|j| j.status == state).count();
+    // Each job that ran was written; the rest went back (or were never claimed).
+    assert_eq!(
+        count(JobState::Completed),
+        ran.load(Ordering::SeqCst),
+        "{jobs:#?}"
+    );
+    assert_eq!(
+        count(JobState::Completed) + count(JobState::Ready),
+        3,
+        "{jobs:#?}"
+    );
+}
+
+/// A result queued for a store that stays down does not keep a stopping worker for
+/// ever: past the grace period and the drain deadline the worker gives up on it and
+/// returns, and the job stays leased (reclaimed when its lease expires).
+#[tokio::test]
+async fn shutdown_gives_up_on_queued_results_at_the_drain_deadline() {
+    let store = Arc::new(FaultyStore::open().await);
+    store.refuse_completes.store(true, Ordering::SeqCst);
+    let worker = builder_with(&store, 1)
+        .claim_ahead(1)
+        .drain_timeout(ms(300))
+        .handler_fn("ok", |_ctx: JobContext, _: serde_json::Value| async {
+            Ok(())
+        })
+        .build()
+        .unwrap();
+    let id = enqueue(&store, "ok", json!(null)).await;
+    let (shutdown, task) = start(worker);
+    wait_until(&store, "the completion to be tried", |_| {
+        store.calls("job_complete") >= 1
+    })
+    .await;
+    shutdown.shutdown();
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the worker returns past its drain deadline")
+        .unwrap();
+    assert_eq!(store.job(id).await.status, JobState::Running);
 }
 
 mod dependencies {

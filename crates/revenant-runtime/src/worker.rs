@@ -279,7 +279,14 @@ impl WorkerBuilder {
     /// `lease_expired` without having run. A graceful shutdown releases them at once,
     /// attempt given back. A job that has waited in the buffer for part of its lease (half of what
     /// is left of it after one heartbeat interval) is released, not run on a lease
-    /// that could run out before its first heartbeat. A worker with
+    /// that could run out before its first heartbeat.
+    ///
+    /// The same setting lets up to this many finished attempts free their slots while
+    /// their results wait to be written (batched with the other slots' results), so
+    /// the next job starts during the write: a crash can run those attempts again too,
+    /// when their leases expire. Off, a slot stays taken until its result is written.
+    ///
+    /// A worker with
     /// [`WorkerBuilder::dependencies`] never claims ahead (the dependency gate takes
     /// its permits at claim time) and refuses this setting.
     pub fn claim_ahead(mut self, jobs: usize) -> Self {
@@ -628,8 +635,18 @@ impl Worker {
             }
         }
 
-        let (completer, completer_task) =
-            completer::spawn(self.store.clone(), completer_stop.clone(), abandon.clone());
+        // `build` refuses claim_ahead beside dependencies; 0 there all the same.
+        let claim_ahead = if self.dependencies.is_some() {
+            0
+        } else {
+            self.claim_ahead.unwrap_or(0)
+        };
+        let (completer, completer_task) = completer::spawn(
+            self.store.clone(),
+            claim_ahead,
+            completer_stop.clone(),
+            abandon.clone(),
+        );
         let reporter_stop = CancellationToken::new();
         let (dependencies, reporter_task) = match self.dependencies {
             Some(config) => {
@@ -659,11 +676,7 @@ impl Worker {
             worker_id: self.worker_id.clone(),
             poll_interval: self.poll_interval,
             claim_cooldown: self.claim_cooldown,
-            claim_ahead: if dependencies.is_some() {
-                0
-            } else {
-                self.claim_ahead.unwrap_or(0)
-            },
+            claim_ahead,
             heartbeats: self.heartbeats,
             stop_claiming: stop_claiming.clone(),
             hard_stop: hard_stop.clone(),
@@ -744,12 +757,14 @@ impl Worker {
         for fetcher in fetchers {
             let _ = fetcher.await;
         }
-        // Every executor holds a slot until its result is written, so holding every
-        // slot means every job has left this worker.
+        // Every executor holds a slot until its result is written or queued for the
+        // completer (which counts what it has queued until written), so holding every
+        // slot, then seeing nothing queued, means every job has left this worker.
         let all_idle = || async {
             for (semaphore, n) in &slots {
                 let _ = semaphore.acquire_many(*n as u32).await;
             }
+            shared.completer.written().await;
         };
         if tokio::time::timeout(self.grace, all_idle()).await.is_err() {
             tracing::warn!(worker = %self.worker_id, "grace period over: cancelling running jobs and releasing their leases");

@@ -115,11 +115,13 @@ async fn kill_9_chaos(backend: Backend) {
 on_both_backends!(kill_9_chaos);
 
 /// The same chaos with workers that claim ahead of their free slots
-/// (`WorkerBuilder::claim_ahead`, here as many as the slots). The safety counts must be
-/// the same; what a kill costs grows by the buffer: it cuts short the attempts its
-/// victim held, running or claimed and waiting, at most slots + buffer per kill, while
-/// handler runs beyond the plan (a buffered job never ran) stay at most one per slot.
-/// The jobs it held are taken up again within twice the reclaim bound (see below).
+/// (`WorkerBuilder::claim_ahead`, here 10). The safety counts must be the same; what a
+/// kill costs grows by what claiming ahead allows a worker to hold beyond its slots:
+/// up to `claim_ahead` jobs claimed and waiting, and up to `claim_ahead` that finished
+/// with their results not yet written (their slots freed at hand-over). A kill cuts
+/// short at most slots + 2 × claim_ahead attempts, and handler runs beyond the plan
+/// (a buffered job never ran) stay at most slots + claim_ahead. The jobs it held are
+/// taken up again within twice the reclaim bound (see below).
 async fn kill_9_chaos_claiming_ahead(backend: Backend) {
     chaos_run(backend, 10).await;
 }
@@ -239,9 +241,11 @@ async fn chaos_run(backend: Backend, claim_ahead: usize) {
     assert!(p99 < bound && worst < bound * 2, "{measured}");
     // A kill cuts short only the attempts its victim held: at most one per slot (a
     // claim committed just before the kill, never written to its ledger, included),
-    // plus its claim-ahead buffer. Only a started job can run twice.
-    let per_kill = fleet.spec.concurrency * kills.len();
-    let held_per_kill = (fleet.spec.concurrency + claim_ahead) * kills.len();
+    // plus, claiming ahead, its buffer and its finished attempts whose results were
+    // queued. Only a started job can run twice: a slot's, or a queued result's.
+    // Without claim_ahead both bounds are one per slot.
+    let per_kill = (fleet.spec.concurrency + claim_ahead) * kills.len();
+    let held_per_kill = (fleet.spec.concurrency + 2 * claim_ahead) * kills.len();
     assert!(report.interrupted <= held_per_kill, "{report}");
     assert!(report.duplicates <= per_kill, "{report}");
     assert!(report.extra_attempts <= held_per_kill, "{report}");
