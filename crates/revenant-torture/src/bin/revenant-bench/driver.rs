@@ -75,6 +75,7 @@ pub fn settings(args: &Args) -> serde_json::Value {
         "claim_ahead": claim_ahead(args).map_or_else(|| json!("0 (default)"), |n| json!(n)),
         "claim_cooldown_ms": ms(args.claim_cooldown_ms),
         "poll_interval_ms": ms(args.poll_interval_ms),
+        "job_ms": args.job_ms,
     })
 }
 
@@ -283,8 +284,8 @@ impl Running {
     }
 }
 
-/// `drain`: a worker with `--concurrency` slots and a no-op handler until `--jobs` jobs
-/// of the queue are finished.
+/// `drain`: a worker with `--concurrency` slots and a handler that does nothing (or
+/// waits `--job-ms`) until `--jobs` jobs of the queue are finished.
 pub async fn drain(args: &Args) -> Result<serde_json::Value, Error> {
     let store = connect(args).await?;
     let counts = Counter::open(&args.url).await?;
@@ -292,13 +293,19 @@ pub async fn drain(args: &Args) -> Result<serde_json::Value, Error> {
     let mut progress = Progress::new(args.jobs as u64);
     let handled = Arc::new(AtomicU64::new(0));
     let counter = handled.clone();
+    let job_time = Duration::from_millis(args.job_ms);
     let io = Io::now();
     let started_at = unix_seconds();
     let started = Instant::now();
     let worker = builder(store.clone(), args)
         .handler_fn(KIND, move |_ctx: JobContext, _p: serde_json::Value| {
             counter.fetch_add(1, Ordering::Relaxed);
-            async { Ok(()) }
+            async move {
+                if !job_time.is_zero() {
+                    tokio::time::sleep(job_time).await;
+                }
+                Ok(())
+            }
         })
         .build()?;
     let running = Running::start(worker);

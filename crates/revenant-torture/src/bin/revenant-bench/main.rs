@@ -115,6 +115,11 @@ pub struct Args {
     /// hypothesis from the harness, not used by `bench/run`.
     #[arg(long)]
     pub claim_ahead: Option<usize>,
+    /// drain: how long each job's handler waits (a call to a provider, say), in ms.
+    /// Default 0, W1's no-op. For trying a hypothesis from the harness, not used by
+    /// `bench/run`.
+    #[arg(long, default_value_t = 0)]
+    pub job_ms: u64,
     /// ceiling, PostgreSQL: what a completion does with the row (see [`CompleteBy`]).
     #[arg(long, value_enum, default_value_t = CompleteBy::Update)]
     pub complete: CompleteBy,
