@@ -51,6 +51,10 @@ pub fn builder(store: Arc<dyn Store>, args: &Args) -> revenant::runtime::WorkerB
     builder
 }
 
+/// `--profile tuned`'s claim-ahead buffer (or the slots, where more): what
+/// `WorkerBuilder::claim_ahead`'s docs give for many short jobs.
+const TUNED_CLAIM_AHEAD: usize = 500;
+
 /// The claim-ahead buffer `--claim-ahead` or `--profile` gives, `None` for the
 /// library's default.
 fn claim_ahead(args: &Args) -> Option<usize> {
@@ -58,7 +62,11 @@ fn claim_ahead(args: &Args) -> Option<usize> {
         return args.claim_ahead;
     }
     match args.profile {
-        Profile::Tuned => Some(args.concurrency.min(revenant::runtime::MAX_CLAIM_AHEAD)),
+        Profile::Tuned => Some(
+            args.concurrency
+                .max(TUNED_CLAIM_AHEAD)
+                .min(revenant::runtime::MAX_CLAIM_AHEAD),
+        ),
         Profile::Defaults => None,
     }
 }
