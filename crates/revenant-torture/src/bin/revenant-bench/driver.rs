@@ -64,8 +64,7 @@ fn claim_ahead(args: &Args) -> Option<usize> {
     match args.profile {
         Profile::Tuned => Some(
             args.concurrency
-                .max(TUNED_CLAIM_AHEAD)
-                .min(revenant::runtime::MAX_CLAIM_AHEAD),
+                .clamp(TUNED_CLAIM_AHEAD, revenant::runtime::MAX_CLAIM_AHEAD),
         ),
         Profile::Defaults => None,
     }
