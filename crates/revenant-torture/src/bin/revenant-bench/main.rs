@@ -116,8 +116,8 @@ pub struct Args {
     #[arg(long)]
     pub claim_ahead: Option<usize>,
     /// drain: how long each job's handler waits (a call to a provider, say), in ms.
-    /// Default 0, W1's no-op. For trying a hypothesis from the harness, not used by
-    /// `bench/run`.
+    /// Default 0, W1's no-op; refused by any other task. For trying a hypothesis from
+    /// the harness, not used by `bench/run`.
     #[arg(long, default_value_t = 0)]
     pub job_ms: u64,
     /// ceiling, PostgreSQL: what a completion does with the row (see [`CompleteBy`]).
@@ -211,6 +211,12 @@ fn main() {
     {
         eprintln!(
             "revenant-bench: --complete is the ceiling's; revenant completes with its own store"
+        );
+        std::process::exit(2);
+    }
+    if args.job_ms != 0 && !(args.system == System::Revenant && args.task == Task::Drain) {
+        eprintln!(
+            "revenant-bench: --job-ms is revenant's drain's; no other task waits in its handler"
         );
         std::process::exit(2);
     }
