@@ -265,12 +265,14 @@ impl WorkerBuilder {
     /// local buffer from which slots are refilled as they free up, so that one claim
     /// serves many short jobs and the next claim is made while the buffer still feeds
     /// the slots. Default 0: a worker claims only into free slots. At most
-    /// [`MAX_CLAIM_AHEAD`]. For a queue of many short jobs, a few hundred (500, or
-    /// the queue's concurrency where that is more): the buffer sets how many jobs one
-    /// claim brings and, below, how many results one completion write carries. On the
-    /// W1 drain of docs/benchmarks.md (20,000 no-op jobs, 64 slots) 500 took PostgreSQL
-    /// from about 19,000 jobs/s (64 ahead) to 24,000 to 41,000 and SQLite from about
-    /// 15,000 to 32,000, at a quarter of the commits per job.
+    /// [`MAX_CLAIM_AHEAD`]. For a queue of many short jobs, the most (1,000): the
+    /// buffer sets how many jobs one claim brings (the buffer is refilled at half, so
+    /// about half of it) and, below, how many results one completion write carries
+    /// (up to half of it, gathered for at most 10 ms). On the W1 drain of
+    /// docs/benchmarks.md (20,000 no-op jobs, 64 slots) 500 took PostgreSQL from about
+    /// 19,000 jobs/s (64 ahead) to 24,000 to 41,000 and SQLite from about 15,000 to
+    /// 32,000, at a quarter of the commits per job; 1,000 brought another tenth or so
+    /// and a fifth fewer commits (docs/benchmarks.md has the figures).
     ///
     /// Why it is off by default: the attempt is counted at claim (so a job that kills
     /// its worker still reaches the dead letters), and a buffered job holds its lease
@@ -282,10 +284,13 @@ impl WorkerBuilder {
     /// is left of it after one heartbeat interval) is released, not run on a lease
     /// that could run out before its first heartbeat.
     ///
-    /// The same setting lets up to this many finished attempts free their slots while
-    /// their results wait to be written (batched with the other slots' results), so
-    /// the next job starts during the write: a crash can run those attempts again too,
-    /// when their leases expire. Off, a slot stays taken until its result is written.
+    /// The same setting lets up to this many finished attempts (at most 500) free
+    /// their slots while their results wait to be written (batched with the other
+    /// slots' results, and gathered while they keep coming, for at most 10 ms), so the
+    /// next job starts during the write: a crash can run those attempts again too,
+    /// when their leases expire, and a job's completion reaches the store (and the
+    /// next job of its group) up to 10 ms later. Off, a slot stays taken until its
+    /// result is written.
     ///
     /// A worker with
     /// [`WorkerBuilder::dependencies`] never claims ahead (the dependency gate takes

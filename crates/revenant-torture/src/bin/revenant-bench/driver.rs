@@ -51,9 +51,10 @@ pub fn builder(store: Arc<dyn Store>, args: &Args) -> revenant::runtime::WorkerB
     builder
 }
 
-/// `--profile tuned`'s claim-ahead buffer (or the slots, where more): what
-/// `WorkerBuilder::claim_ahead`'s docs give for many short jobs.
-const TUNED_CLAIM_AHEAD: usize = 500;
+/// `--profile tuned`'s claim-ahead buffer: what `WorkerBuilder::claim_ahead`'s docs
+/// give for many short jobs, the most it allows. The buffer is refilled at half, so a
+/// claim brings about 500 jobs, as graphile-worker's local queue of 500 does.
+const TUNED_CLAIM_AHEAD: usize = revenant::runtime::MAX_CLAIM_AHEAD;
 
 /// The claim-ahead buffer `--claim-ahead` or `--profile` gives, `None` for the
 /// library's default.
@@ -62,10 +63,7 @@ fn claim_ahead(args: &Args) -> Option<usize> {
         return args.claim_ahead;
     }
     match args.profile {
-        Profile::Tuned => Some(
-            args.concurrency
-                .clamp(TUNED_CLAIM_AHEAD, revenant::runtime::MAX_CLAIM_AHEAD),
-        ),
+        Profile::Tuned => Some(TUNED_CLAIM_AHEAD),
         Profile::Defaults => None,
     }
 }

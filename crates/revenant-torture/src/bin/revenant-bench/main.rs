@@ -133,7 +133,7 @@ pub struct Args {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Profile {
     /// What `WorkerBuilder::claim_ahead`'s docs give for a queue of many short jobs:
-    /// claim 500 jobs ahead, or as many as the queue has slots where that is more.
+    /// claim 1,000 jobs ahead (the most it allows).
     Tuned,
     /// The library's defaults: nothing set but the slots.
     Defaults,
