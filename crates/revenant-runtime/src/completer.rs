@@ -35,15 +35,16 @@
 //! write, such a worker's completer does not write the moment one result is queued:
 //! while results keep coming (each within [`GATHER_GAP`] of the last) it gathers them
 //! into one batch of up to half of what may wait (`claim_ahead / 2`, at most
-//! [`MAX_BATCH`] / 2), for at most [`GATHER_MAX`]. A write costs a commit, and a commit
-//! waits for the log to reach the disk, whatever its size: written as they came, the
-//! results of a drain of short jobs went out in batches of about a hundred, a commit
-//! every 140 jobs or so, and the database spent half its time on commits. A queue that
-//! goes quiet is written within [`GATHER_GAP`] of its last result; shutdown writes
-//! what it has at once. What it costs: a result is written up to [`GATHER_MAX`] later,
-//! so the next job of a group (which waits for the previous one's completion) and the
-//! store's view of `completed` lag by as much. A worker that does not claim ahead
-//! never gathers: its slots wait for the write.
+//! [`MAX_BATCH`] / 2), for at most [`GATHER_MAX`]. A write is a commit, and a commit
+//! waits for the log to reach the disk whatever its size: written as they came, the
+//! results of a drain of short jobs on PostgreSQL went out in batches of about 140,
+//! and a statement log had a write of 140 at 2.2 ms and one of 500 at 5.1 (about 1 ms
+//! of each the same whatever its size). A queue that goes quiet is written within
+//! [`GATHER_GAP`] of its last result; shutdown writes what it has at once. What it
+//! costs: a result is written up to [`GATHER_MAX`] later, so the next job of a group
+//! (which waits for the previous one's completion) and the store's view of
+//! `completed` lag by as much. A worker that does not claim ahead never gathers: its
+//! slots wait for the write.
 
 use std::sync::Arc;
 use std::time::Duration;
