@@ -73,6 +73,17 @@ pub struct PgStoreOptions {
     /// one for the completer and one for maintenance at a time; the wake-up listener
     /// has its own connection outside the pool.
     pub max_connections: u32,
+    /// Connections the pool opens at start and keeps open, idle or not (at most
+    /// `max_connections`). Default 0: the pool connects as operations need it, so a
+    /// one-off command opens one or two. The cost of a pool that grows under load: the
+    /// operation that finds every connection busy waits for a new one to connect (tens
+    /// of milliseconds on a loaded machine), so the first claims of a burst start that
+    /// much later (W3 in docs/benchmarks.md: 30 to 37 ms stalls at the step from 100 to
+    /// 1,000 jobs/s, none with the pool held open). A worker that must pick up bursts
+    /// quickly sets it to `max_connections`: a fixed-size pool, as HikariCP advises and
+    /// Ecto opens by default. docs/deploy.md counts connections as if every pool were
+    /// full, so this changes no sizing there.
+    pub min_connections: u32,
     /// How long an operation waits for a pooled connection (including connecting)
     /// before failing with [`StoreError::Unavailable`]. Default 5 s: short, so a worker
     /// notices an outage quickly and backs off instead of hanging.
@@ -98,6 +109,7 @@ impl Default for PgStoreOptions {
         PgStoreOptions {
             schema: "revenant".to_string(),
             max_connections: 10,
+            min_connections: 0,
             acquire_timeout: Duration::from_secs(5),
             notify_interval: Duration::from_millis(50),
             fallback_poll: Duration::from_secs(1),
@@ -138,6 +150,16 @@ impl PgStoreOptions {
         }
         if self.max_connections == 0 {
             return Err(InputError::new("max_connections", "must be at least 1"));
+        }
+        if self.min_connections > self.max_connections {
+            return Err(InputError::new(
+                "min_connections",
+                format!(
+                    "{} is above max_connections ({}): the pool cannot keep open more \
+                     connections than it may have",
+                    self.min_connections, self.max_connections
+                ),
+            ));
         }
         Ok(())
     }
@@ -199,6 +221,7 @@ impl PgStore {
         options.validate()?;
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
+            .min_connections(options.min_connections)
             .acquire_timeout(options.acquire_timeout)
             // sqlx's `test_before_acquire` pings every connection on every acquire: one
             // round trip more per claim and per batch of acks, on connections that were
@@ -226,8 +249,9 @@ impl PgStore {
         PgStore::from_pool(pool, options).await
     }
 
-    /// Uses a pool the application already has (its `max_connections`, timeouts and
-    /// connect options are kept; the option fields for those are ignored). The
+    /// Uses a pool the application already has (its `max_connections`,
+    /// `min_connections`, timeouts and connect options are kept; the option fields for
+    /// those are ignored). The
     /// wake-up listener opens one extra connection with the pool's connect options.
     pub async fn from_pool(pool: PgPool, options: PgStoreOptions) -> Result<PgStore, StoreError> {
         options.validate()?;
@@ -750,6 +774,26 @@ fn bind_filter<'q>(
 
 /// Splits leases into id and token arrays, each (id, token) pair once. A pair given
 /// twice is applied once; its later copies report a lost lease (they change nothing).
+/// A batch write that fences on leases (`job_complete`, `job_fail`, `job_release`),
+/// planned at each call for the table as it is then, not prepared once per connection.
+///
+/// Each element of the batch is found by primary key, or by a sequential scan and a
+/// hash join while the table is small: both are right, each at its size. But a
+/// prepared statement keeps the plan it chose at its sixth call (PostgreSQL's plan
+/// cache moves to the generic plan once that costs no more than the custom ones), and
+/// a new table grows from nothing to thousands of rows in seconds: on a fresh
+/// database at 1,000 jobs/s, every completion then scanned the whole table, and
+/// `job_complete` went from 0.4 ms to 2.4 ms in 8 s (the pickup's median from 2.5 to
+/// 6.2 ms), until an ANALYZE invalidated the plan. Planned per call, it probes by
+/// primary key once the table is large enough for that to pay. The cost: a parse and a
+/// plan per batch and one round trip more (sqlx describes an unnamed statement before
+/// binding it), per batch of up to 500 results.
+fn planned_per_call(
+    sql: &str,
+) -> sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    sqlx::query(sql).persistent(false)
+}
+
 fn lease_arrays(leases: &[LeaseRef]) -> (Vec<i64>, Vec<i64>, Vec<bool>) {
     let mut seen = HashSet::new();
     let mut ids = Vec::new();
@@ -916,7 +960,7 @@ impl Store for PgStore {
             return Ok(Vec::new());
         }
         let (ids, tokens, first) = lease_arrays(&params.leases);
-        let rows = sqlx::query(&self.inner.queries.job_complete)
+        let rows = planned_per_call(&self.inner.queries.job_complete)
             .bind(params.now)
             .bind(&ids)
             .bind(&tokens)
@@ -979,7 +1023,7 @@ impl Store for PgStore {
                 }
             }
         }
-        let rows = sqlx::query(&self.inner.queries.job_fail)
+        let rows = planned_per_call(&self.inner.queries.job_fail)
             .bind(params.now)
             .bind(&ids)
             .bind(&tokens)
@@ -1027,7 +1071,7 @@ impl Store for PgStore {
             return Ok(Vec::new());
         }
         let (ids, tokens, first) = lease_arrays(&params.leases);
-        let rows = sqlx::query(&self.inner.queries.job_release)
+        let rows = planned_per_call(&self.inner.queries.job_release)
             .bind(params.now)
             .bind(&ids)
             .bind(&tokens)

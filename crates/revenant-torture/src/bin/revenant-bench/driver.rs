@@ -1,5 +1,6 @@
-//! revenant through its public API: `revenant::connect(url)`, `Store::job_enqueue`, and
-//! a [`Worker`] with a no-op handler. Also the store loop (`--system store`).
+//! revenant through its public API: `revenant::connect(url)` (`PgStore::connect_with`,
+//! to hold the pool open, on PostgreSQL under `--profile tuned`), `Store::job_enqueue`,
+//! and a [`Worker`] with a no-op handler. Also the store loop (`--system store`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -28,7 +29,31 @@ const MAX_ATTEMPTS: i32 = 5;
 pub const POLL: Duration = Duration::from_millis(50);
 
 pub async fn connect(args: &Args) -> Result<Arc<dyn Store>, Error> {
-    Ok(revenant::connect(&args.url).await?)
+    match pg_min_connections(args) {
+        Some(min) => {
+            let options = revenant::postgres::PgStoreOptions {
+                min_connections: min,
+                ..revenant::postgres::PgStoreOptions::default()
+            };
+            Ok(Arc::new(
+                revenant::postgres::PgStore::connect_with(&args.url, options).await?,
+            ))
+        }
+        None => Ok(revenant::connect(&args.url).await?),
+    }
+}
+
+fn is_postgres(args: &Args) -> bool {
+    args.url.starts_with("postgres://") || args.url.starts_with("postgresql://")
+}
+
+/// `--profile tuned`'s PostgreSQL pool: held open at its size, as
+/// `PgStoreOptions::min_connections`' docs advise for a worker that must pick up bursts
+/// quickly. `None`: the library's default (a pool that connects as needed), and every
+/// SQLite URL.
+fn pg_min_connections(args: &Args) -> Option<u32> {
+    (is_postgres(args) && args.profile == Profile::Tuned)
+        .then(|| revenant::postgres::PgStoreOptions::default().max_connections)
 }
 
 /// A worker builder with the settings every task shares: `--concurrency` slots, a 2 s
@@ -71,7 +96,7 @@ fn claim_ahead(args: &Args) -> Option<usize> {
 /// The worker's settings, printed with a drain's figures so the results say what ran.
 pub fn settings(args: &Args) -> serde_json::Value {
     let ms = |v: Option<u64>| v.map_or_else(|| json!("default"), |v| json!(v));
-    json!({
+    let mut settings = json!({
         "profile": match args.profile {
             Profile::Tuned => "tuned",
             Profile::Defaults => "defaults",
@@ -81,7 +106,12 @@ pub fn settings(args: &Args) -> serde_json::Value {
         "claim_cooldown_ms": ms(args.claim_cooldown_ms),
         "poll_interval_ms": ms(args.poll_interval_ms),
         "job_ms": args.job_ms,
-    })
+    });
+    if is_postgres(args) {
+        settings["min_connections"] =
+            pg_min_connections(args).map_or_else(|| json!("0 (default)"), |n| json!(n));
+    }
+    settings
 }
 
 /// Enqueues `--jobs` jobs whose payloads `payload(i)` gives, `--batch` per call.
