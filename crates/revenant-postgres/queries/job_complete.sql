@@ -6,8 +6,6 @@
 -- few jobs ran, as after a bulk enqueue) walked every running job for each element of
 -- the batch: a nested loop of running x batch. Without it, each element is one
 -- primary-key probe (the test the_batch_writes_find_their_jobs_by_primary_key).
--- The store plans it at each call, for the table's size then (`planned_per_call` in
--- store.rs): a plan kept from when the table was small scanned the whole table.
 WITH t AS (
     SELECT date_trunc('milliseconds', coalesce($1::timestamptz, now())) AS now
 )

@@ -251,8 +251,8 @@ impl PgStore {
 
     /// Uses a pool the application already has (its `max_connections`,
     /// `min_connections`, timeouts and connect options are kept; the option fields for
-    /// those are ignored). The
-    /// wake-up listener opens one extra connection with the pool's connect options.
+    /// those are ignored). The wake-up listener opens one extra connection with the
+    /// pool's connect options.
     pub async fn from_pool(pool: PgPool, options: PgStoreOptions) -> Result<PgStore, StoreError> {
         options.validate()?;
         migrate::run(&pool, &options.schema, options.migrate).await?;
@@ -774,26 +774,6 @@ fn bind_filter<'q>(
 
 /// Splits leases into id and token arrays, each (id, token) pair once. A pair given
 /// twice is applied once; its later copies report a lost lease (they change nothing).
-/// A batch write that fences on leases (`job_complete`, `job_fail`, `job_release`),
-/// planned at each call for the table as it is then, not prepared once per connection.
-///
-/// Each element of the batch is found by primary key, or by a sequential scan and a
-/// hash join while the table is small: both are right, each at its size. But a
-/// prepared statement keeps the plan it chose at its sixth call (PostgreSQL's plan
-/// cache moves to the generic plan once that costs no more than the custom ones), and
-/// a new table grows from nothing to thousands of rows in seconds: on a fresh
-/// database at 1,000 jobs/s, every completion then scanned the whole table, and
-/// `job_complete` went from 0.4 ms to 2.4 ms in 8 s (the pickup's median from 2.5 to
-/// 6.2 ms), until an ANALYZE invalidated the plan. Planned per call, it probes by
-/// primary key once the table is large enough for that to pay. The cost: a parse and a
-/// plan per batch and one round trip more (sqlx describes an unnamed statement before
-/// binding it), per batch of up to 500 results.
-fn planned_per_call(
-    sql: &str,
-) -> sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments> {
-    sqlx::query(sql).persistent(false)
-}
-
 fn lease_arrays(leases: &[LeaseRef]) -> (Vec<i64>, Vec<i64>, Vec<bool>) {
     let mut seen = HashSet::new();
     let mut ids = Vec::new();
@@ -960,7 +940,7 @@ impl Store for PgStore {
             return Ok(Vec::new());
         }
         let (ids, tokens, first) = lease_arrays(&params.leases);
-        let rows = planned_per_call(&self.inner.queries.job_complete)
+        let rows = sqlx::query(&self.inner.queries.job_complete)
             .bind(params.now)
             .bind(&ids)
             .bind(&tokens)
@@ -1023,7 +1003,7 @@ impl Store for PgStore {
                 }
             }
         }
-        let rows = planned_per_call(&self.inner.queries.job_fail)
+        let rows = sqlx::query(&self.inner.queries.job_fail)
             .bind(params.now)
             .bind(&ids)
             .bind(&tokens)
@@ -1071,7 +1051,7 @@ impl Store for PgStore {
             return Ok(Vec::new());
         }
         let (ids, tokens, first) = lease_arrays(&params.leases);
-        let rows = planned_per_call(&self.inner.queries.job_release)
+        let rows = sqlx::query(&self.inner.queries.job_release)
             .bind(params.now)
             .bind(&ids)
             .bind(&tokens)
