@@ -409,8 +409,9 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
                     // claim that held reclaims back for a suspect that has ended since
                     // is made again at once instead.
                     let queue = &queue.name;
-                    let timeout = shared.due_soon.wait_for(queue, shared.poll_interval);
-                    wake = Some(Box::pin(shared.store.wait_for_jobs(queue, timeout)));
+                    let poll = shared.poll_interval;
+                    let woken = shared.store.wait_for_jobs(queue, poll);
+                    wake = Some(Box::pin(shared.due_soon.wait(queue, poll, woken)));
                 }
             }
             permit = slots.clone().acquire_owned() => match permit {
