@@ -1,6 +1,7 @@
 //! revenant through its public API: `revenant::connect(url)` (`PgStore::connect_with`,
-//! to hold the pool open, on PostgreSQL under `--profile tuned`), `Store::job_enqueue`,
-//! and a [`Worker`] with a no-op handler. Also the store loop (`--system store`).
+//! to hold the pool open, where W3 and W5 measure pickup on PostgreSQL under
+//! `--profile tuned`), `Store::job_enqueue`, and a [`Worker`] with a no-op handler.
+//! Also the store loop (`--system store`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -44,7 +45,10 @@ pub async fn connect(args: &Args) -> Result<Arc<dyn Store>, Error> {
 }
 
 fn is_postgres(args: &Args) -> bool {
-    args.url.starts_with("postgres://") || args.url.starts_with("postgresql://")
+    matches!(
+        revenant::Backend::from_url(&args.url),
+        Ok(revenant::Backend::Postgres)
+    )
 }
 
 /// `--profile tuned`'s PostgreSQL pool for the workloads that measure pickup (W3's
