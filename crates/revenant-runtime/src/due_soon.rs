@@ -85,7 +85,7 @@ impl DueSoon {
     /// How long the fetcher of `queue` may sleep: `poll`, or less when one of the
     /// noted retries comes due sooner. Retries already due are forgotten: the claim
     /// that follows this wait finds them.
-    pub(crate) fn wait_for(&self, queue: &str, poll: Duration) -> Duration {
+    fn wait_for(&self, queue: &str, poll: Duration) -> Duration {
         let now = Instant::now();
         let mut due = self.due.lock().unwrap_or_else(|p| p.into_inner());
         let Some(heap) = due.get_mut(queue) else {
