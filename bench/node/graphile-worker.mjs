@@ -118,6 +118,7 @@ async function drain (failures) {
     await pool.query('ANALYZE') // as the harness does after every bulk enqueue
   }
   let attempts = 0
+  let lastStart = 0 // when a job last started (waitFinished)
   const startedAt = c.unixSeconds()
   const started = c.now()
   const runner = await run({
@@ -129,13 +130,15 @@ async function drain (failures) {
     taskList: {
       noop: async (payload, helpers) => {
         attempts++
+        lastStart = c.now()
         if (failures && c.attemptFails(t, payload.i, helpers.job.attempts)) {
           throw new Error('planned transient failure')
         }
       }
     }
   })
-  const figures = await c.waitFinished(t, counts, started, startedAt)
+  const figures = await c.waitFinished(t, counts, started, startedAt,
+    failures ? undefined : () => lastStart)
   figures.polls = polls
   await runner.stop()
   if (failures) {

@@ -93,11 +93,13 @@ async function drain (failures) {
   }
   const tries = new Map()
   let attempts = 0
+  let lastStart = 0 // when a job last started (waitFinished)
   const startedAt = c.unixSeconds()
   const started = c.now()
   let workerId = null
   workerId = await boss.work(t.queue, { batchSize: t.concurrency, pollingIntervalSeconds: 0.5 }, async jobs => {
     attempts += jobs.length
+    lastStart = c.now()
     if (jobs.length === t.concurrency && workerId) boss.notifyWorker(workerId)
     if (!failures) return
     const failed = []
@@ -109,7 +111,8 @@ async function drain (failures) {
     // Failed first: the batch's completion then only completes the jobs still active.
     if (failed.length) await boss.fail(t.queue, failed, { message: 'planned transient failure' })
   })
-  const figures = await c.waitFinished(t, counts, started, startedAt)
+  const figures = await c.waitFinished(t, counts, started, startedAt,
+    failures ? undefined : () => lastStart)
   figures.polls = polls
   await boss.offWork(t.queue)
   if (failures) {

@@ -39,6 +39,7 @@ struct Shared {
     tries: Mutex<HashMap<u64, u64>>,
     samples: Mutex<Vec<f64>>,
     latency: bool,
+    starts: common::LastStart,
 }
 
 #[tokio::main]
@@ -131,6 +132,7 @@ async fn counts(pool: &PgPool, queue: &str) -> Result<(u64, u64), Error> {
 }
 
 async fn handler(p: Payload, shared: Data<Arc<Shared>>) -> Result<(), BoxDynError> {
+    shared.starts.mark();
     if shared.latency {
         let started = common::micros();
         shared
@@ -208,7 +210,7 @@ async fn drain(task: &Task, failures: bool) -> Result<serde_json::Value, Error> 
         if done + dead >= task.jobs || Instant::now() >= deadline {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        common::poll_pause((!failures).then_some(&shared.starts)).await;
     }
     let seconds = started.elapsed().as_secs_f64();
     let ended_at = common::unix_seconds();

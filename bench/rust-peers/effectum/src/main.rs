@@ -24,6 +24,7 @@ const KIND: &str = "noop";
 #[derive(Debug, Default)]
 struct Ctx {
     handled: AtomicU64,
+    starts: common::LastStart,
     fail_percent: u64,
     poison_every: u64,
     max_attempts: u64,
@@ -112,6 +113,7 @@ fn counts(db: &rusqlite::Connection) -> Result<(u64, u64), Error> {
 
 async fn runner(job: RunningJob, ctx: Arc<Ctx>) -> Result<(), String> {
     ctx.handled.fetch_add(1, Ordering::Relaxed);
+    ctx.starts.mark();
     if ctx.fail_percent > 0 || ctx.poison_every > 0 {
         let p: serde_json::Value = job.json_payload().map_err(|e| e.to_string())?;
         let i = p["i"].as_u64().unwrap_or(0);
@@ -164,7 +166,7 @@ async fn drain(task: &Task, failures: bool) -> Result<serde_json::Value, Error> 
         if succeeded + failed >= task.jobs || Instant::now() >= deadline {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        common::poll_pause((!failures).then_some(&ctx.starts)).await;
     }
     let seconds = started.elapsed().as_secs_f64();
     let ended_at = common::unix_seconds();
