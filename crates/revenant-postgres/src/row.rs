@@ -3,6 +3,8 @@
 
 use std::str::FromStr;
 
+use serde::Deserialize;
+
 use revenant_core::dependency::WaitReason;
 use revenant_core::store::{PolicyRecord, PolicyScope};
 use revenant_core::{
@@ -71,7 +73,8 @@ fn job_fields(row: &PgRow, id: i64) -> Result<Job, StoreError> {
         })
         .transpose()?;
     let errors: serde_json::Value = row.try_get(19).classified()?;
-    let errors: Vec<ErrorEntry> = serde_json::from_value(errors.clone())
+    // From the value by reference: the value itself is kept only for the message.
+    let errors = Vec::<ErrorEntry>::deserialize(&errors)
         .map_err(|err| StoreError::Corrupt(format!("jobs.errors: {err}: {errors}")))?;
     Ok(Job {
         id,

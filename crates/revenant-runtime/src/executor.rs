@@ -57,7 +57,7 @@ pub(crate) async fn run(
     shared: Arc<Shared>,
     claim_lease: Duration,
     claim_sent: Instant,
-    job: Job,
+    mut job: Job,
     slot: OwnedSemaphorePermit,
     ticket: Option<Ticket>,
 ) {
@@ -146,44 +146,68 @@ pub(crate) async fn run(
     let slow = ticket
         .as_ref()
         .and_then(|ticket| SlowTimer::start(&shared, ticket, job.id));
-    let mut task = tokio::spawn(shared.registry.dispatch(ctx, job.payload.clone()));
+    // The handler takes the payload; nothing after it reads the job's copy.
+    let payload = std::mem::take(&mut job.payload);
+    let mut task = tokio::spawn(shared.registry.dispatch(ctx, payload));
     // The heartbeat runs in its own task and is stopped, never cancelled mid-call: a
     // store call dropped half-way can leave its write turn (SQLite) or a row lock
     // (Postgres) behind, and the result written below would wait on it forever. The
     // worker froze this way when a handler finished while a heartbeat was in flight.
-    let beat_stop = CancellationToken::new();
-    let mut beats = tokio::spawn(heartbeat(
-        shared.clone(),
-        lease,
-        policy,
-        Held {
-            claim_lease,
-            lease: held.0,
-            sent: held.1,
-            deadline: started + policy.attempt_timeout(),
-        },
-        beat_stop.clone(),
-    ));
-    let ended = tokio::select! {
-        biased;
-        joined = &mut task => Ended::Outcome(match joined {
-            Ok(outcome) => outcome,
-            Err(err) if err.is_panic() => Outcome::Panic { message: panic_message(err.into_panic()) },
-            Err(err) => Outcome::Retry { message: format!("handler task ended: {err}") },
-        }),
-        _ = tokio::time::sleep_until(started + policy.attempt_timeout()) => {
-            Ended::Outcome(Outcome::Timeout { after: policy.attempt_timeout() })
-        }
-        beat = &mut beats => match beat {
-            Ok(Beat::LeaseLost) => Ended::LeaseLost,
-            Ok(Beat::GivenUp) => Ended::GivenUp,
-            // Stopped (not by us) or the task failed: the lease can no longer be
-            // kept, so the attempt cannot be trusted either.
-            _ => Ended::LeaseLost,
-        },
-        _ = shared.hard_stop.cancelled() => Ended::Shutdown,
+    //
+    // The task starts when it first has something to do (`Held::first_beat`): most
+    // jobs end long before their first heartbeat is due, and a task with its timers
+    // for each of them was a tenth of a short job's cost in the runtime.
+    let held = Held {
+        claim_lease,
+        lease: held.0,
+        sent: held.1,
+        deadline: started + policy.attempt_timeout(),
     };
-    beat_stop.cancel();
+    let first_beat = held.first_beat(&policy, shared.heartbeats);
+    // The heartbeat task and what stops it, once started.
+    let mut beats: Option<(tokio::task::JoinHandle<Beat>, CancellationToken)> = None;
+    let ended = loop {
+        tokio::select! {
+            biased;
+            joined = &mut task => break Ended::Outcome(match joined {
+                Ok(outcome) => outcome,
+                Err(err) if err.is_panic() => Outcome::Panic { message: panic_message(err.into_panic()) },
+                Err(err) => Outcome::Retry { message: format!("handler task ended: {err}") },
+            }),
+            _ = tokio::time::sleep_until(started + policy.attempt_timeout()) => {
+                break Ended::Outcome(Outcome::Timeout { after: policy.attempt_timeout() });
+            }
+            beat = async {
+                match beats.as_mut() {
+                    Some((beats, _)) => beats.await,
+                    None => std::future::pending().await,
+                }
+            } => break match beat {
+                Ok(Beat::LeaseLost) => Ended::LeaseLost,
+                Ok(Beat::GivenUp) => Ended::GivenUp,
+                // Stopped (not by us) or the task failed: the lease can no longer be
+                // kept, so the attempt cannot be trusted either.
+                _ => Ended::LeaseLost,
+            },
+            next = async {
+                match first_beat {
+                    Some(at) => {
+                        tokio::time::sleep_until(at).await;
+                        at
+                    }
+                    None => std::future::pending().await,
+                }
+            }, if beats.is_none() => {
+                let stop = CancellationToken::new();
+                let task = tokio::spawn(heartbeat(shared.clone(), lease, policy, held, next, stop.clone()));
+                beats = Some((task, stop));
+            }
+            _ = shared.hard_stop.cancelled() => break Ended::Shutdown,
+        }
+    };
+    if let Some((_, stop)) = &beats {
+        stop.cancel();
+    }
     if matches!(ended, Ended::Outcome(_)) {
         metrics::run_time(&job.queue, &job.kind, started.elapsed().as_secs_f64());
     }
@@ -196,7 +220,7 @@ pub(crate) async fn run(
         cancel.cancel();
         task.abort();
     }
-    if !beats.is_finished() {
+    if let Some((beats, _)) = beats.filter(|(beats, _)| !beats.is_finished()) {
         // Lets a heartbeat already in flight finish its store call, so the result is
         // written after it, not overtaken by it.
         let _ = beats.await;
@@ -371,6 +395,7 @@ async fn confirm_lease(shared: &Shared, lease: LeaseRef, policy: &RetryPolicy) -
 }
 
 /// What the heartbeat task knows of the lease when it starts.
+#[derive(Debug, Clone, Copy)]
 struct Held {
     /// The lease the claim took (a kind with a longer one sets it at the first beat).
     claim_lease: Duration,
@@ -379,6 +404,31 @@ struct Held {
     sent: Instant,
     /// The attempt timeout's deadline: a give-up at or past it is left to the timeout.
     deadline: Instant,
+}
+
+impl Held {
+    /// When the first heartbeat is due, or `None` when heartbeats are off. A kind
+    /// with its own lease sets it at once. A job started late in its claim's lease (it
+    /// waited in the fetcher's buffer, or the claim was answered late) beats by half
+    /// the time left, so its first heartbeat is not due after the lease could have run
+    /// out, and never after the give-up time ([`Held::held_until`]) unless that has
+    /// passed already. The heartbeat task has nothing to do before then.
+    fn first_beat(&self, policy: &RetryPolicy, heartbeats: bool) -> Option<Instant> {
+        if !heartbeats {
+            return None;
+        }
+        let now = Instant::now();
+        if policy.lease() != self.claim_lease {
+            return Some(now);
+        }
+        let left = self.held_until().saturating_duration_since(now);
+        Some(now + policy.heartbeat().min(left / 2))
+    }
+
+    /// Until when the lease surely holds, less [`give_up_margin`].
+    fn held_until(&self) -> Instant {
+        self.sent + self.lease.saturating_sub(give_up_margin(self.lease))
+    }
 }
 
 /// How the heartbeat task ended.
@@ -399,10 +449,10 @@ pub(crate) fn give_up_margin(lease: Duration) -> Duration {
     (lease / 20).min(Duration::from_millis(250))
 }
 
-/// Extends the lease every `policy.heartbeat()` until the lease is lost or `stop`
-/// fires, and never past the attempt timeout's deadline (from there it only waits
-/// for `stop`). A store call, once started, always runs to its end (in its own
-/// task). When heartbeats are off, it only waits for `stop`.
+/// Extends the lease at `next` (the first beat, [`Held::first_beat`]), then every
+/// `policy.heartbeat()`, until the lease is lost or `stop` fires, and never past the
+/// attempt timeout's deadline (from there it only waits for `stop`). A store call,
+/// once started, always runs to its end (in its own task).
 ///
 /// The store sets a lease from its clock some time after the call that set it was
 /// sent, so the lease lasts at least until that call's send time plus its length.
@@ -417,24 +467,11 @@ async fn heartbeat(
     lease: LeaseRef,
     policy: RetryPolicy,
     held: Held,
+    mut next: Instant,
     stop: CancellationToken,
 ) -> Beat {
-    if !shared.heartbeats {
-        stop.cancelled().await;
-        return Beat::Stopped;
-    }
     let deadline = held.deadline;
-    let mut held_until = held.sent + held.lease.saturating_sub(give_up_margin(held.lease));
-    // A kind with its own lease sets it now rather than at the first beat.
-    // A job started late in its claim's lease (it waited in the fetcher's buffer, or
-    // the claim was answered late) beats by half the time left, so its first heartbeat
-    // is not due after the lease could have run out.
-    let mut next = if policy.lease() == held.claim_lease {
-        let now = Instant::now();
-        (now + policy.heartbeat()).min(now + held_until.saturating_duration_since(now) / 2)
-    } else {
-        Instant::now()
-    };
+    let mut held_until = held.held_until();
     let given_up = |held_until: Instant| {
         tracing::debug!(
             job_id = lease.id,
