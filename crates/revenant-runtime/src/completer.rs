@@ -59,8 +59,14 @@ use revenant_core::store::{
     Fenced, JobCompleteParams, JobFailParams, JobFailure, JobReleaseParams, LeaseRef, Store,
 };
 
-/// The most results written per batch.
-pub(crate) const MAX_BATCH: usize = 500;
+/// The most results written per batch: as many as may wait to be written on a worker
+/// that claims the most ahead ([`crate::worker::MAX_CLAIM_AHEAD`]), so that such a
+/// worker gathers batches of up to 500 (half of it). At 500 here (batches of 250), a
+/// drain of no-op jobs (100,000 on PostgreSQL, 50,000 on SQLite, 64 and 16 slots, 3
+/// pairs by hand) ran about 3% slower on PostgreSQL with 8% more of the driver's CPU,
+/// and 12% slower on SQLite, whose one writer paid a commit and its sync for every
+/// batch.
+pub(crate) const MAX_BATCH: usize = crate::worker::MAX_CLAIM_AHEAD;
 
 /// Gathering (see the module docs) ends when no result came for this long. Two
 /// milliseconds, not one: tokio's timers tick in whole milliseconds, and a gap of one

@@ -100,7 +100,8 @@ pub enum WorkerError {
 
 /// The most jobs [`WorkerBuilder::claim_ahead`] allows per queue: a crash costs at most
 /// that many reclaims per queue, and a claim of more rows than this gains nothing
-/// measurable (the completer writes at most 500 results per call).
+/// measurable (the completer writes at most this many results per call, and gathers
+/// half as many while results keep coming).
 pub const MAX_CLAIM_AHEAD: usize = 1_000;
 
 /// One queue a worker serves.
