@@ -315,8 +315,9 @@ impl LastStart {
 /// (completed, dead) counts and when the queue was first seen finished (the drain's
 /// end: the counts read after it are not timed, as a peer's driver reads its counts in
 /// the look that sees it finished). Nothing cancels a benchmark job, so what is
-/// finished and not dead is completed. With `starts`, the counts are looked at every [`END_POLL`]
-/// once jobs have stopped starting (see [`LastStart`]); without, every [`POLL`].
+/// finished and not dead is completed. With `starts`, the counts are looked at every
+/// [`END_POLL`] once jobs have stopped starting (see [`LastStart`]); without, every
+/// [`POLL`].
 async fn wait_finished(
     counter: &Counter,
     queue: &str,
@@ -384,7 +385,6 @@ pub async fn drain(args: &Args) -> Result<serde_json::Value, Error> {
     let counter = handled.clone();
     let starts = Arc::new(LastStart::default());
     let last_start = starts.clone();
-
     let job_time = Duration::from_millis(args.job_ms);
     let io = Io::now();
     let started_at = unix_seconds();
@@ -412,7 +412,8 @@ pub async fn drain(args: &Args) -> Result<serde_json::Value, Error> {
     )
     .await?;
     let seconds = ended.duration_since(started).as_secs_f64();
-    let ended_at = unix_seconds();
+    // On the same clock as `started_at`, at the same end as `seconds`.
+    let ended_at = unix_seconds() - ended.elapsed().as_secs_f64();
     running.stop().await?;
     Ok(protocol::merge(
         json!({
