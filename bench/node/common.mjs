@@ -106,12 +106,12 @@ export async function openLoop (t, enqueue, samples) {
   return { rates: out }
 }
 
-export const POLL_MS = 50 // between a drain's looks at its counts while jobs start
-export const QUIET_MS = 5 // no job started for this long: look every END_POLL_MS
-export const END_POLL_MS = 2
+const POLL_MS = 50 // between a drain's looks at its counts while jobs start
+const QUIET_MS = 5 // no job started for this long: look every END_POLL_MS
+const END_POLL_MS = 2
 
 // Waits POLL_MS, or less once no job has started for QUIET_MS (see waitFinished).
-export async function pollPause (lastStart) {
+async function pollPause (lastStart) {
   if (!lastStart) return sleep(POLL_MS)
   const polled = now()
   while (now() - polled < POLL_MS) {

@@ -120,13 +120,16 @@ pub(crate) async fn run(
     }
     let cancel = CancellationToken::new();
     let started = Instant::now();
+    // The attempt timeout's deadline: the handler's, the select's below and the
+    // heartbeat's (no beat renews the lease past it).
+    let deadline = started + policy.attempt_timeout();
     let ctx = JobContext::new(JobContextParts {
         id: job.id,
         queue: job.queue.clone(),
         kind: job.kind.clone(),
         attempt: job.attempts,
         max_attempts: job.max_attempts,
-        deadline: started + policy.attempt_timeout(),
+        deadline,
         correlation_id: job.correlation_id.clone(),
         worker: shared.worker_id.clone(),
         cancel: cancel.clone(),
@@ -161,11 +164,15 @@ pub(crate) async fn run(
         claim_lease,
         lease: held.0,
         sent: held.1,
-        deadline: started + policy.attempt_timeout(),
+        deadline,
     };
     let first_beat = held.first_beat(&policy, shared.heartbeats);
     // The heartbeat task and what stops it, once started.
     let mut beats: Option<(tokio::task::JoinHandle<Beat>, CancellationToken)> = None;
+    // One timer for the attempt, across the loop's turns (it turns once more when the
+    // heartbeat task starts).
+    let timeout = tokio::time::sleep_until(deadline);
+    tokio::pin!(timeout);
     let ended = loop {
         tokio::select! {
             biased;
@@ -174,7 +181,7 @@ pub(crate) async fn run(
                 Err(err) if err.is_panic() => Outcome::Panic { message: panic_message(err.into_panic()) },
                 Err(err) => Outcome::Retry { message: format!("handler task ended: {err}") },
             }),
-            _ = tokio::time::sleep_until(started + policy.attempt_timeout()) => {
+            _ = &mut timeout => {
                 break Ended::Outcome(Outcome::Timeout { after: policy.attempt_timeout() });
             }
             beat = async {
