@@ -285,7 +285,7 @@ impl WorkerBuilder {
     /// is left of it after one heartbeat interval) is released, not run on a lease
     /// that could run out before its first heartbeat.
     ///
-    /// The same setting lets up to this many finished attempts (at most 500) free
+    /// The same setting lets up to this many finished attempts free
     /// their slots while their results wait to be written (batched with the other
     /// slots' results, and gathered while they keep coming, for at most 10 ms), so the
     /// next job starts during the write: a crash can run those attempts again too,
