@@ -320,7 +320,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
         } else {
             None
         };
-        if let Some(at) = claim_at.filter(|&at| at <= now) {
+        if claim_at.is_some_and(|at| at <= now) {
             retry_at = None;
             last_claim = Some(now);
             if let Some((_, allowed)) = &mut blocked {
@@ -335,7 +335,6 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
                     || suspect_until.is_none_or(|t| Instant::now() >= t),
                 now: None,
             };
-            let _ = at;
             let shared = shared.clone();
             claim = Some(Box::pin(async move {
                 // The claimed leases last at least from here: the executors count from it.
