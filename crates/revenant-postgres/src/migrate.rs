@@ -72,6 +72,11 @@ const MIGRATIONS: &[Known] = &[
         name: "trace_context",
         sql: include_str!("../migrations/0007_trace_context.sql"),
     },
+    Known {
+        version: 8,
+        name: "job_claim",
+        sql: include_str!("../migrations/0008_job_claim.sql"),
+    },
 ];
 
 /// The first key of the advisory lock (`'rvnt'`); the second is the schema's hash.

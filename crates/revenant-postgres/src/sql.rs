@@ -141,6 +141,6 @@ mod tests {
         assert!(!all.contains("{schema}"));
         assert!(!all.contains("{job_columns}"));
         assert!(!all.contains("{job_filter}"));
-        assert!(queries.job_claim.contains("\"rv_test\".jobs"));
+        assert!(queries.job_claim.contains("\"rv_test\".job_claim_v1("));
     }
 }

@@ -59,9 +59,6 @@ const MAX_SCHEMA_LEN: usize = 50;
 /// How long a pooled connection may sit idle before it is pinged on acquire.
 const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
 
-/// Begins the transaction a claim runs in (`job_claim` says why).
-const CLAIM_BEGIN: &str = include_str!("../queries/job_claim_begin.sql");
-
 /// How a [`PgStore`] connects. Every field has a default ([`PgStoreOptions::default`]).
 #[derive(Debug, Clone)]
 pub struct PgStoreOptions {
@@ -880,21 +877,9 @@ impl Store for PgStore {
         if params.limit == 0 {
             return Ok(Vec::new());
         }
-        // The claim runs on the generic plan of its prepared statement, with JIT
-        // compilation off, in its own transaction: `SET LOCAL` ends with it, so the
-        // connection goes back to the pool as it came.
-        //
-        // - Generic plan: left to choose, PostgreSQL planned the claim anew at every
-        //   call (its generic cost, with the LIMIT unknown, never beat a custom plan's),
-        //   and planning took longer than running it: about 2 ms a claim, a quarter of
-        //   the server's CPU in a drain of no-op jobs. The generic plan walks the same
-        //   indexes (a plan test pins it).
-        // - No JIT: the generic plan's estimates are the table's, not the due jobs'.
-        //   Beside 1,000,000 jobs scheduled for later they passed `jit_optimize_above_cost`,
-        //   and every claim compiled about a hundred functions with LLVM: a second a claim
-        //   to run a statement that takes 1 ms (W5's big drain fell to about 90 jobs/s).
-        //   A claim touches a few hundred rows by index; compiling never pays.
-        let mut tx = self.inner.pool.begin_with(CLAIM_BEGIN).await.classified()?;
+        // One statement, one round trip: the claim is a function (migration 0008) that
+        // carries its plan settings, the generic plan and no JIT compilation, and runs
+        // in a transaction of its own.
         let rows = sqlx::query(&self.inner.queries.job_claim)
             .bind(params.now)
             .bind(&params.queue)
@@ -904,10 +889,9 @@ impl Store for PgStore {
             .bind(history_limit())
             .bind(fingerprint::lease_expired())
             .bind(params.reclaim)
-            .fetch_all(&mut *tx)
+            .fetch_all(&self.inner.pool)
             .await
             .classified()?;
-        tx.commit().await.classified()?;
         let mut jobs = rows
             .iter()
             .map(job_from_row)

@@ -765,20 +765,44 @@ async fn analyzed_jobs(
     (schema, conn)
 }
 
-/// The statement `job_claim` runs (`queries/job_claim.sql`) for `schema`, returning
-/// only ids: the RETURNING list does not change how rows are found.
+/// The statement the claim function runs (`job_claim_v1`, migration 0008), for
+/// `schema`: the query of its `RETURN QUERY`, whose parameters are the function's.
 fn claim_statement(schema: &str) -> String {
-    include_str!("../queries/job_claim.sql")
-        .replace("{job_columns}", "j.id")
-        .replace("{schema}", schema)
+    let function = include_str!("../migrations/0008_job_claim.sql");
+    let start = function
+        .find("RETURN QUERY")
+        .expect("the claim's RETURN QUERY")
+        + 12;
+    let end = function
+        .rfind(";\nEND")
+        .expect("the end of the claim's statement");
+    function[start..end].replace("{schema}", schema)
+}
+
+/// The settings the claim function runs with (its `SET` clauses, as PostgreSQL keeps
+/// them), as the statements that set them for a transaction.
+async fn claim_settings(conn: &mut sqlx::PgConnection, schema: &str) -> String {
+    let settings: Vec<String> = sqlx::query_scalar(&format!(
+        "SELECT unnest(proconfig) FROM pg_proc WHERE oid = '{schema}.job_claim_v1'::regproc"
+    ))
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
+    settings
+        .iter()
+        .map(|setting| {
+            let (name, value) = setting.split_once('=').expect("name=value");
+            format!("SET LOCAL {name} = {value};")
+        })
+        .collect()
 }
 
 /// The claim writes the jobs it chose by primary key, whatever the table's size.
 /// Joined to its chosen rows instead, the planner judged a sequential scan of the
 /// whole table and a hash of it cheaper than a hundred index probes once the table
 /// held 20,000 rows: 3 to 8 ms a claim of 128, against 0.3 by primary key. Reads the
-/// statement the store runs (`queries/job_claim.sql`), as the generic plan the store
-/// runs it on (`job_claim` forces it) and as custom plans.
+/// statement the claim function runs, as the generic plan it runs on (its settings
+/// force it) and as custom plans.
 #[tokio::test]
 async fn the_claim_writes_its_chosen_jobs_by_primary_key_on_a_large_table() {
     let Some(db) = TestDb::new().await else {
@@ -833,8 +857,8 @@ async fn the_claim_writes_its_chosen_jobs_by_primary_key_on_a_large_table() {
 /// `jit_optimize_above_cost`: every claim compiled about a hundred functions, a second
 /// a claim for a statement that runs in 1 ms. Here the thresholds are set to zero in
 /// the session, standing in for a table that large: the generic plan compiles with
-/// the server's `jit`, and not in the transaction the store claims in
-/// (`queries/job_claim_begin.sql`).
+/// the server's `jit`, and not with the settings of the claim function (its `SET`
+/// clauses, read from the database: the function the store calls).
 #[tokio::test]
 async fn the_claim_is_never_compiled_with_jit() {
     let Some(db) = TestDb::new().await else {
@@ -842,6 +866,11 @@ async fn the_claim_is_never_compiled_with_jit() {
     };
     let (schema, mut conn) = analyzed_jobs(&db, 200).await;
     let claim = claim_statement(&schema);
+    let settings = claim_settings(&mut conn, &schema).await;
+    assert!(
+        settings.contains("SET LOCAL jit = off;"),
+        "the claim function's settings: {settings}"
+    );
     let jit_available: bool = sqlx::query_scalar("SELECT pg_jit_available()")
         .fetch_one(&mut *conn)
         .await
@@ -881,11 +910,7 @@ async fn the_claim_is_never_compiled_with_jit() {
     if jit_available {
         assert!(compiles(&plain), "plan:\n{}", plain.join("\n"));
     }
-    let store = explain(
-        include_str!("../queries/job_claim_begin.sql"),
-        "claim_store",
-    )
-    .await;
+    let store = explain(&format!("BEGIN; {settings}"), "claim_store").await;
     assert!(!compiles(&store), "plan:\n{}", store.join("\n"));
     // And it is the generic plan: its conditions name parameters, not values.
     assert!(
