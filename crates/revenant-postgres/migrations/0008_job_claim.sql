@@ -22,8 +22,8 @@
 -- Versioned by name: a change to the claim is a new function (`job_claim_v2`) in a new
 -- migration, so a worker of the previous release keeps calling the function it knows
 -- during a rolling deploy (migrations only add). It returns the jobs' rows (`SETOF
--- jobs`): a column added to the table later is returned too, and a reader that does not
--- know it ignores it.
+-- jobs`), and the caller selects the columns it reads by name: a column added to the
+-- table later is returned too, and a reader of the previous release does not ask for it.
 --
 -- The parameters are positional, as the statement names them ($1 .. $8):
 -- job_claim: lease up to $3 claimable jobs of queue $2 to worker $4 for $5 ms.
