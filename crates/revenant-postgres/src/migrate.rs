@@ -77,6 +77,11 @@ const MIGRATIONS: &[Known] = &[
         name: "job_claim",
         sql: include_str!("../migrations/0008_job_claim.sql"),
     },
+    Known {
+        version: 9,
+        name: "jobs_vacuum",
+        sql: include_str!("../migrations/0009_jobs_vacuum.sql"),
+    },
 ];
 
 /// The first key of the advisory lock (`'rvnt'`); the second is the schema's hash.

@@ -1064,6 +1064,35 @@ async fn a_pool_with_min_connections_opens_them_at_start() {
     );
 }
 
+/// The jobs table vacuums early (2% of dead rows, not 20%) and at full speed (no
+/// cost-based delay, migration 0009): every claim reads the claim index's entries of
+/// the jobs claimed since the last vacuum, so the time between two passes is time
+/// every claim slows down in (docs/deploy.md, "Vacuum").
+#[tokio::test]
+async fn the_jobs_table_vacuums_early_and_without_delay() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let options: Vec<String> = sqlx::query_scalar(&format!(
+        "SELECT unnest(reloptions) FROM pg_class WHERE oid = '\"{}\".jobs'::regclass",
+        db.schema
+    ))
+    .fetch_all(db.store.pool())
+    .await
+    .unwrap();
+    for expected in [
+        "autovacuum_vacuum_scale_factor=0.02",
+        "autovacuum_analyze_scale_factor=0.02",
+        "autovacuum_vacuum_cost_delay=0",
+    ] {
+        assert!(
+            options.iter().any(|o| o == expected),
+            "{expected} is not among the jobs table's options: {options:?}"
+        );
+    }
+    db.drop_schema().await;
+}
+
 /// The claim runs on its generic plan with JIT off (`SET LOCAL` in its own
 /// transaction); the connection goes back to the pool with the server's settings, for
 /// the statements whose plans depend on their parameters (the filters of `job_list`,

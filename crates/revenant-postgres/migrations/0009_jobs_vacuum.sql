@@ -1,0 +1,22 @@
+-- Autovacuum runs on the jobs table without the cost-based delay.
+--
+-- Every claim walks the claim index (`jobs_ready_idx`) from the first entry of its
+-- queue's priority. Each job claimed since the last vacuum left an entry there, marked
+-- dead by the first scan that passed it but kept on its page until a vacuum removes
+-- it. Claims go in claim order, so those pages pile up in front of the due jobs, and
+-- every claim reads all of them. A vacuum at PostgreSQL's default pace
+-- (`autovacuum_vacuum_cost_delay` 2 ms, `autovacuum_vacuum_cost_limit` 200) sleeps
+-- most of the time it runs. Its index pass reads every index in full, and these grow
+-- with the completed jobs kept for the retention. So it took longer with every pass.
+-- Under W5's steady load of 15,000 jobs/s (docs/benchmarks.md), a pass took 33 s at
+-- first and 87 s after ten minutes. The next pass waits for it, so the claim index
+-- grew from 17,139 pages to 45,893, and each pass removed 10,000 to 18,000 pages from
+-- its front. With no delay on this table, the passes took 9 to 19 s and started a
+-- minute apart (`autovacuum_naptime`); the claim index ended at 29,886 pages, and the
+-- pickup p99 over the last two minutes of the same load was 90 s instead of 197 s.
+--
+-- The price is I/O and one core while a pass runs, for a pass that is shorter. It is
+-- only this table: every other table keeps the server's settings. An operator who
+-- sets this table's options after this migration keeps theirs (the migration runs
+-- once).
+ALTER TABLE {schema}.jobs SET (autovacuum_vacuum_cost_delay = 0);
