@@ -8,10 +8,10 @@
 -- (`autovacuum_vacuum_cost_delay` 2 ms, `autovacuum_vacuum_cost_limit` 200) sleeps
 -- most of the time it runs. Its index pass reads every index in full, and these grow
 -- with the completed jobs kept for the retention. So it took longer with every pass.
--- Under W5's steady load of 15,000 jobs/s (docs/benchmarks.md), a pass took 33 s at
--- first and 87 s after ten minutes. The next pass waits for it, so the claim index
--- grew from 17,139 pages to 45,893, and each pass removed 10,000 to 18,000 pages from
--- its front. With no delay on this table, the passes took 9 to 19 s and started a
+-- Under W5's steady load of 15,000 jobs/s (docs/benchmarks.md), passes took 33 s
+-- at first and up to 87 s after ten minutes. The next pass waits for it, so the claim
+-- index grew from 17,139 pages to 45,893, and each pass removed 4,800 to 18,000 pages
+-- from its front. With no delay on this table, the passes took 9 to 19 s and started a
 -- minute apart (`autovacuum_naptime`); the claim index ended at 29,886 pages, and the
 -- pickup p99 over the last two minutes of the same load was 90 s instead of 197 s.
 --
