@@ -719,6 +719,74 @@ impl JobPruneParams {
     }
 }
 
+/// `job_vacuum`: reclaim the jobs table's dead row versions now, when enough have piled
+/// up, rather than wait for the database's own schedule.
+///
+/// Every job leaves dead row versions behind (its claim and its settlement are
+/// updates), and until a vacuum removes them every claim steps over their index
+/// entries. PostgreSQL's autovacuum visits a database once a minute by default (a
+/// server setting), so at thousands of jobs a second each pass has a minute of dead
+/// rows to clear and a growing table to read; the claims slow while it runs. The
+/// runtime's maintenance calls this every few seconds, so each pass is short.
+///
+/// Cheap when there is nothing to do: one read of the table's statistics. Never waits
+/// on another vacuum of the table: with one running (another worker's, or the
+/// server's), it returns [`JobVacuumed::Busy`]. A backend that reclaims space by
+/// itself (SQLite reuses freed pages) returns [`JobVacuumed::NotApplicable`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobVacuumParams {
+    /// Vacuum only with at least this many dead rows...
+    pub min_dead_rows: u64,
+    /// ...and at least this fraction of the live rows dead (0.01 is 1%), so a large
+    /// table with little churn is not read in full for a few dead rows.
+    pub min_dead_fraction: f64,
+}
+
+impl JobVacuumParams {
+    /// Checks the fraction (finite, from 0 to 1). Every backend calls it first.
+    pub fn validate(&self) -> Result<(), InputError> {
+        if !self.min_dead_fraction.is_finite() || !(0.0..=1.0).contains(&self.min_dead_fraction) {
+            return Err(InputError::new(
+                "min_dead_fraction",
+                format!("{} is not a fraction from 0 to 1", self.min_dead_fraction),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether `dead` dead rows beside `live` live ones call for a vacuum.
+    pub fn wants_vacuum(&self, live: u64, dead: u64) -> bool {
+        dead >= self.min_dead_rows && dead as f64 >= live as f64 * self.min_dead_fraction
+    }
+}
+
+/// What [`Store::job_vacuum`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobVacuumed {
+    /// A pass ran over the jobs table.
+    Vacuumed {
+        /// Live rows before it, as the database's statistics count them (an estimate).
+        live_rows: u64,
+        /// Dead rows before it, likewise.
+        dead_rows: u64,
+    },
+    /// Fewer dead rows than the thresholds.
+    NotNeeded {
+        /// Live rows, as the database's statistics count them (an estimate).
+        live_rows: u64,
+        /// Dead rows, likewise.
+        dead_rows: u64,
+    },
+    /// Another vacuum of the table was running; nothing was done.
+    Busy,
+    /// The store's database role may not vacuum the table (PostgreSQL allows the
+    /// table's owner, the database's owner and superusers). The database's own
+    /// autovacuum still runs.
+    NotPermitted,
+    /// The backend needs no vacuum from its workers.
+    NotApplicable,
+}
+
 /// `queue_pause` / `queue_resume`: stop or restart claims from a queue. Enqueues are
 /// still accepted while paused. Pausing an unknown queue creates it, paused.
 #[derive(Debug, Clone)]
@@ -1677,6 +1745,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Vec<RedriveRecord>, StoreError>;
     /// See [`JobPruneParams`].
     async fn job_prune(&self, params: JobPruneParams) -> Result<u64, StoreError>;
+    /// See [`JobVacuumParams`].
+    async fn job_vacuum(&self, params: JobVacuumParams) -> Result<JobVacuumed, StoreError>;
     /// See [`QueuePauseParams`].
     async fn queue_pause(&self, params: QueuePauseParams) -> Result<(), StoreError>;
     /// See [`QueuePauseParams`].
@@ -1741,4 +1811,33 @@ pub trait Store: Send + Sync + 'static {
     async fn schedule_pause(&self, params: SchedulePauseParams) -> Result<bool, StoreError>;
     /// See [`ScheduleFireParams`].
     async fn schedule_fire(&self, params: ScheduleFireParams) -> Result<ScheduleFired, StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vacuum_wants_both_thresholds_and_a_true_fraction() {
+        let params = JobVacuumParams {
+            min_dead_rows: 10_000,
+            min_dead_fraction: 0.01,
+        };
+        params.validate().unwrap();
+        // Enough rows, too small a share of a large table.
+        assert!(!params.wants_vacuum(10_000_000, 10_000));
+        // A large share of a small table, too few rows.
+        assert!(!params.wants_vacuum(100, 9_999));
+        assert!(params.wants_vacuum(100, 10_000));
+        assert!(params.wants_vacuum(10_000_000, 100_000));
+        for bad in [-0.1, 1.5, f64::NAN, f64::INFINITY] {
+            let err = JobVacuumParams {
+                min_dead_fraction: bad,
+                ..params.clone()
+            }
+            .validate()
+            .unwrap_err();
+            assert_eq!(err.field, "min_dead_fraction", "{bad}");
+        }
+    }
 }

@@ -22,10 +22,10 @@ use revenant_core::store::{
     CancelResult, CancelTarget, Capabilities, DeadFingerprintsParams, Enqueued, FailAction, Fenced,
     FingerprintGroup, JobCancelParams, JobClaimParams, JobCompleteParams, JobEnqueueParams,
     JobFailParams, JobFilter, JobGetParams, JobHeartbeatParams, JobListParams, JobPruneParams,
-    JobPurgeParams, JobRedriveParams, JobReleaseParams, JobSnoozeParams, JobSweepParams, LeaseRef,
-    PolicyDeleteParams, PolicyRecord, PolicySetParams, QueueHistoryParams, QueueHistoryPoint,
-    QueuePauseParams, QueueStats, QueueStatsParams, RedriveHistoryParams, RedriveRecord,
-    WorkerHeartbeatParams, WorkerInfo, WorkerRemoveParams,
+    JobPurgeParams, JobRedriveParams, JobReleaseParams, JobSnoozeParams, JobSweepParams,
+    JobVacuumParams, JobVacuumed, LeaseRef, PolicyDeleteParams, PolicyRecord, PolicySetParams,
+    QueueHistoryParams, QueueHistoryPoint, QueuePauseParams, QueueStats, QueueStatsParams,
+    RedriveHistoryParams, RedriveRecord, WorkerHeartbeatParams, WorkerInfo, WorkerRemoveParams,
 };
 use revenant_core::{fingerprint, DeadReason};
 use revenant_core::{
@@ -818,6 +818,45 @@ fn applied_pairs(rows: &[PgRow]) -> Result<HashSet<(i64, i64)>, StoreError> {
         .collect()
 }
 
+/// Runs `vacuum` with the session's notices off (and back on after).
+async fn vacuum_quietly(conn: &mut sqlx::PgConnection, vacuum: &str) -> Result<(), sqlx::Error> {
+    for statement in [
+        "SET client_min_messages = error",
+        vacuum,
+        "RESET client_min_messages",
+    ] {
+        sqlx::query(statement)
+            .persistent(false)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// The jobs table as `job_vacuum` sees it (`queries/job_vacuum_state.sql`).
+struct VacuumState {
+    live_rows: u64,
+    dead_rows: u64,
+    passes: i64,
+    permitted: bool,
+}
+
+impl VacuumState {
+    async fn read(conn: &mut sqlx::PgConnection, query: &str) -> Result<Self, StoreError> {
+        let row = sqlx::query(query).fetch_one(conn).await.classified()?;
+        let count = |column: &str| -> Result<u64, StoreError> {
+            let n: i64 = row.try_get(column).classified()?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        };
+        Ok(VacuumState {
+            live_rows: count("live_rows")?,
+            dead_rows: count("dead_rows")?,
+            passes: row.try_get("passes").classified()?,
+            permitted: row.try_get("permitted").classified()?,
+        })
+    }
+}
+
 fn fenced(applied: bool) -> Fenced {
     if applied {
         Fenced::Applied
@@ -1259,6 +1298,42 @@ impl Store for PgStore {
             .await
             .classified()?;
         Ok(done.rows_affected())
+    }
+
+    async fn job_vacuum(&self, params: JobVacuumParams) -> Result<JobVacuumed, StoreError> {
+        params.validate()?;
+        let queries = &self.inner.queries;
+        // One connection throughout: the session setting below must meet the VACUUM.
+        let mut conn = self.inner.pool.acquire().await.classified()?;
+        let before = VacuumState::read(&mut conn, &queries.job_vacuum_state).await?;
+        if !before.permitted {
+            return Ok(JobVacuumed::NotPermitted);
+        }
+        if !params.wants_vacuum(before.live_rows, before.dead_rows) {
+            return Ok(JobVacuumed::NotNeeded {
+                live_rows: before.live_rows,
+                dead_rows: before.dead_rows,
+            });
+        }
+        // A VACUUM that skips a locked table says so in a WARNING, which the driver
+        // would log as a warning each time autovacuum got there first; the count of
+        // passes below tells instead. VACUUM cannot run in a transaction block, so these
+        // are three statements on this session, not one.
+        let ran = vacuum_quietly(&mut conn, &queries.job_vacuum).await;
+        if ran.is_err() {
+            // The session's settings are unknown: it goes rather than back to the pool.
+            conn.close_on_drop();
+        }
+        ran.classified()?;
+        let after = VacuumState::read(&mut conn, &queries.job_vacuum_state).await?;
+        if after.passes > before.passes {
+            Ok(JobVacuumed::Vacuumed {
+                live_rows: before.live_rows,
+                dead_rows: before.dead_rows,
+            })
+        } else {
+            Ok(JobVacuumed::Busy)
+        }
     }
 
     async fn queue_pause(&self, params: QueuePauseParams) -> Result<(), StoreError> {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use chrono::DateTime;
 use revenant_core::store::{
     Fenced, JobClaimParams, JobCompleteParams, JobEnqueueParams, JobGetParams, JobListParams,
-    JobSweepParams, LeaseRef,
+    JobSweepParams, JobVacuumParams, JobVacuumed, LeaseRef,
 };
 use revenant_core::{DeadReason, FailureClass, JobState, NewJob, Store, StoreError, Timestamp};
 use revenant_postgres::{PgStore, PgStoreOptions};
@@ -1124,4 +1124,154 @@ async fn the_claims_plan_setting_does_not_outlive_the_claim() {
     assert_eq!(claimed.len(), 1);
     assert_eq!(settings().await, before);
     db.drop_schema().await;
+}
+
+fn vacuum_past(min_dead_rows: u64) -> JobVacuumParams {
+    JobVacuumParams {
+        min_dead_rows,
+        min_dead_fraction: 0.0,
+    }
+}
+
+/// `job_vacuum` reads the table's statistics and runs a pass only past its thresholds;
+/// the pass clears the dead rows the claims and completions left, and the session goes
+/// back to the pool with its notices on.
+#[tokio::test]
+async fn a_vacuum_runs_past_its_thresholds_and_clears_the_dead_rows() {
+    let Some(db) = TestDb::with_options(PgStoreOptions {
+        max_connections: 1,
+        ..PgStoreOptions::default()
+    })
+    .await
+    else {
+        return;
+    };
+    let store = &db.store;
+    let idle = store.job_vacuum(vacuum_past(10_000)).await.unwrap();
+    assert!(
+        matches!(idle, JobVacuumed::NotNeeded { dead_rows, .. } if dead_rows < 10_000),
+        "{idle:?}"
+    );
+    store
+        .job_enqueue(enqueue_params((0..300).map(|_| job("vac")).collect(), None))
+        .await
+        .unwrap();
+    let claimed = store.job_claim(claim("vac", 300, None)).await.unwrap();
+    assert_eq!(claimed.len(), 300);
+    store
+        .job_complete(JobCompleteParams {
+            leases: claimed.iter().map(lease).collect(),
+            now: None,
+        })
+        .await
+        .unwrap();
+    // The server's statistics arrive within a second or so of the commits: ask until
+    // they show the dead rows (each claim and each completion left one).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let dead_before = loop {
+        match store.job_vacuum(vacuum_past(300)).await.unwrap() {
+            JobVacuumed::Vacuumed { dead_rows, .. } => break dead_rows,
+            JobVacuumed::NotNeeded { .. } => {}
+            other => panic!("the test's role owns its table: {other:?}"),
+        }
+        assert!(Instant::now() < deadline, "the dead rows never showed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(dead_before >= 300, "{dead_before}");
+    match store.job_vacuum(vacuum_past(u64::MAX)).await.unwrap() {
+        JobVacuumed::NotNeeded { dead_rows, .. } => assert!(
+            dead_rows < dead_before,
+            "{dead_rows} dead rows after the pass, {dead_before} before"
+        ),
+        other => panic!("{other:?}"),
+    }
+    let notices: String = sqlx::query_scalar("SELECT current_setting('client_min_messages')")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(notices, "notice");
+    db.drop_schema().await;
+}
+
+/// With another vacuum of the table under way (here: its lock held), `job_vacuum`
+/// returns `Busy` at once instead of queueing behind it; once it is gone, the pass runs.
+#[tokio::test]
+async fn a_vacuum_never_waits_for_another() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let mut other = support::admin().await.expect("a second connection");
+    sqlx::raw_sql(&format!(
+        "BEGIN; LOCK TABLE \"{}\".jobs IN SHARE UPDATE EXCLUSIVE MODE",
+        db.schema
+    ))
+    .execute(&mut other)
+    .await
+    .unwrap();
+    // A guard, not a measure: a vacuum that waited would wait for the lock forever.
+    let busy = tokio::time::timeout(Duration::from_secs(60), db.store.job_vacuum(vacuum_past(0)))
+        .await
+        .expect("job_vacuum waited for the lock")
+        .unwrap();
+    assert_eq!(busy, JobVacuumed::Busy);
+    sqlx::raw_sql("ROLLBACK").execute(&mut other).await.unwrap();
+    let ran = db.store.job_vacuum(vacuum_past(0)).await.unwrap();
+    assert!(matches!(ran, JobVacuumed::Vacuumed { .. }), "{ran:?}");
+    db.drop_schema().await;
+}
+
+/// A role that may use the tables but does not own them cannot vacuum them (the
+/// pool of a service whose tables a migration role owns):
+/// `job_vacuum` says so instead of running a VACUUM that would only warn.
+#[tokio::test]
+async fn a_role_that_does_not_own_the_table_may_not_vacuum_it() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let role = format!("{}_user", db.schema);
+    let mut admin = support::admin().await.expect("an admin connection");
+    sqlx::raw_sql(&format!(
+        "CREATE ROLE \"{role}\"; \
+         GRANT USAGE ON SCHEMA \"{schema}\" TO \"{role}\"; \
+         GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA \"{schema}\" TO \"{role}\"; \
+         GRANT USAGE ON ALL SEQUENCES IN SCHEMA \"{schema}\" TO \"{role}\"",
+        schema = db.schema
+    ))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    // Every connection of the store's pool takes the role (the test's own role is a
+    // superuser, who may).
+    let set_role = format!("SET ROLE \"{role}\"");
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .after_connect(move |conn, _| {
+            let set_role = set_role.clone();
+            Box::pin(async move {
+                sqlx::query(&set_role).execute(&mut *conn).await?;
+                Ok(())
+            })
+        })
+        .connect(&db.url)
+        .await
+        .unwrap();
+    let outcome = async {
+        let store = PgStore::from_pool(
+            pool,
+            PgStoreOptions {
+                migrate: revenant_core::migration::MigrateMode::Never,
+                ..PgStoreOptions::with_schema(&db.schema)
+            },
+        )
+        .await?;
+        let outcome = store.job_vacuum(vacuum_past(0)).await;
+        store.pool().close().await;
+        outcome
+    }
+    .await;
+    db.drop_schema().await;
+    let _ = sqlx::raw_sql(&format!("DROP ROLE IF EXISTS \"{role}\""))
+        .execute(&mut admin)
+        .await;
+    assert_eq!(outcome.unwrap(), JobVacuumed::NotPermitted);
 }

@@ -223,6 +223,10 @@ impl Store for FaultyStore {
         self.enter("job_prune")?;
         self.inner.job_prune(params).await
     }
+    async fn job_vacuum(&self, params: JobVacuumParams) -> Result<JobVacuumed, StoreError> {
+        self.enter("job_vacuum")?;
+        self.inner.job_vacuum(params).await
+    }
     async fn queue_pause(&self, params: QueuePauseParams) -> Result<(), StoreError> {
         self.enter("queue_pause")?;
         self.inner.queue_pause(params).await

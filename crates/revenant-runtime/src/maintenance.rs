@@ -6,6 +6,14 @@
 //!   reclaimed by the next claim.)
 //! - **Prune** ([`Store::job_prune`]): completed and cancelled jobs past the retention
 //!   are deleted, in bounded batches. Dead jobs are never pruned.
+//! - **Vacuum** ([`Store::job_vacuum`]), on PostgreSQL: every 15 s, when enough dead
+//!   rows have piled up in the jobs table, one pass over it, in its own task. The
+//!   server's autovacuum visits a database once a minute by default; at thousands of
+//!   jobs a second each of its passes has a minute of dead rows to clear, and pickups
+//!   slow while it runs (docs/deploy.md, "Vacuum"). Short passes every few seconds keep
+//!   those episodes small without a server setting. Never waits on another vacuum of
+//!   the table; a role that may not vacuum it is told once in the log, and the
+//!   server's autovacuum alone keeps it.
 //! - **Worker registry** ([`Store::worker_heartbeat`]): the worker says it is alive,
 //!   and workers not seen for a long time are dropped from the registry.
 //! - **Stats sampling** ([`Store::queue_stats`]), when asked for: the per-queue gauges
@@ -24,12 +32,13 @@
 //!
 //! [`Store::job_sweep`]: revenant_core::store::Store::job_sweep
 //! [`Store::job_prune`]: revenant_core::store::Store::job_prune
+//! [`Store::job_vacuum`]: revenant_core::store::Store::job_vacuum
 //! [`Store::worker_heartbeat`]: revenant_core::store::Store::worker_heartbeat
 //! [`Store::queue_stats`]: revenant_core::store::Store::queue_stats
 //! [`Store::dependency_sweep`]: revenant_core::store::Store::dependency_sweep
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
@@ -42,7 +51,7 @@ use revenant_core::error::InputError;
 use revenant_core::job::{DeadReason, FailureClass};
 use revenant_core::store::{
     DependencyListParams, DependencySweepParams, JobGetParams, JobPruneParams, JobSweepParams,
-    QueueStatsParams, WorkerHeartbeatParams, WorkerRemoveParams,
+    JobVacuumParams, JobVacuumed, QueueStatsParams, WorkerHeartbeatParams, WorkerRemoveParams,
 };
 
 /// When and how maintenance runs.
@@ -59,6 +68,13 @@ pub struct MaintenanceConfig {
     /// How often the worker records itself in the registry. Default 10 s; operators
     /// should count a worker alive if seen within a few intervals (30 s).
     pub registry_interval: Duration,
+    /// How often the jobs table's dead rows are looked at, and vacuumed when there are
+    /// at least 10,000 and 1% of the live rows (PostgreSQL; SQLite needs no vacuum and
+    /// the task ends at once). Default 15 s. `None` leaves the table to the server's
+    /// autovacuum alone, which starts a pass at most once per `autovacuum_naptime`
+    /// (60 s by default). Each look is one read of the table's statistics; each pass
+    /// reads the table's indexes in full and the pages changed since the last pass.
+    pub vacuum_interval: Option<Duration>,
     /// Workers not seen for this long are removed from the registry. Default 10 min,
     /// so a crashed worker stays visible (as not alive) for a while before it goes.
     pub stale_worker_after: Duration,
@@ -79,6 +95,7 @@ impl Default for MaintenanceConfig {
             sweep_interval: Duration::from_secs(5),
             prune_interval: Duration::from_secs(60),
             retention: Duration::from_secs(24 * 3600),
+            vacuum_interval: Some(Duration::from_secs(15)),
             registry_interval: Duration::from_secs(10),
             stale_worker_after: Duration::from_secs(600),
             queue_gauges: None,
@@ -110,6 +127,12 @@ impl MaintenanceConfig {
         if self.queue_gauges.is_some_and(|d| d.is_zero()) {
             return Err(InputError::new("queue_gauges", "must be above zero"));
         }
+        if self.vacuum_interval.is_some_and(|d| d.is_zero()) {
+            return Err(InputError::new(
+                "vacuum_interval",
+                "must be above zero (None turns the vacuum off)",
+            ));
+        }
         if self.stale_worker_after <= self.registry_interval {
             return Err(InputError::new(
                 "stale_worker_after",
@@ -122,6 +145,11 @@ impl MaintenanceConfig {
 
 /// Rows deleted per prune call.
 const PRUNE_BATCH: u32 = 1000;
+/// The vacuum's thresholds: at least this many dead rows...
+const VACUUM_MIN_DEAD_ROWS: u64 = 10_000;
+/// ...and this fraction of the live ones, so a large table with little churn is not
+/// read in full every 15 s for a few dead rows.
+const VACUUM_MIN_DEAD_FRACTION: f64 = 0.01;
 /// Dead letters from one sweep that are looked up and logged one by one; past it, one
 /// summary line.
 const SWEEP_LOG_LIMIT: usize = 100;
@@ -142,11 +170,10 @@ pub(crate) async fn run(
             stop.clone(),
         ))
     });
-    let every = |period: Duration| {
-        let mut interval = tokio::time::interval(period);
-        interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        interval
-    };
+    let vacuum_task = config
+        .vacuum_interval
+        .filter(|_| config.enabled)
+        .map(|period| tokio::spawn(vacuum_loop(shared.clone(), period, stop.clone())));
     let mut registry = every(config.registry_interval);
     let mut sweep = every(config.sweep_interval);
     let mut prune = every(config.prune_interval);
@@ -165,6 +192,9 @@ pub(crate) async fn run(
         tokio::select! {
             _ = stop.cancelled() => {
                 if let Some(task) = alert_task {
+                    let _ = task.await;
+                }
+                if let Some(task) = vacuum_task {
                     let _ = task.await;
                 }
                 return;
@@ -192,6 +222,57 @@ pub(crate) async fn run(
             _ = sweep.tick(), if config.enabled => sweep_once(&shared).await,
             _ = prune.tick(), if config.enabled => prune_once(&shared, config.retention).await,
             _ = gauges.tick(), if config.queue_gauges.is_some() => sample_gauges(&shared, alive_within).await,
+        }
+    }
+}
+
+/// A tokio interval whose missed ticks are delayed, not bunched.
+fn every(period: Duration) -> tokio::time::Interval {
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    interval
+}
+
+/// Looks at the jobs table every `period` and vacuums it when enough rows are dead,
+/// until `stop`, or until the store says there is nothing it may or need ever do. In
+/// its own task: a pass over a large table takes seconds, and the lease sweep must not
+/// wait for it. A stop abandons a pass under way (the server finishes it).
+async fn vacuum_loop(shared: Arc<Shared>, period: Duration, stop: CancellationToken) {
+    let params = JobVacuumParams {
+        min_dead_rows: VACUUM_MIN_DEAD_ROWS,
+        min_dead_fraction: VACUUM_MIN_DEAD_FRACTION,
+    };
+    let mut interval = every(period);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = interval.tick() => {}
+        }
+        let started = Instant::now();
+        let outcome = tokio::select! {
+            _ = stop.cancelled() => return,
+            outcome = shared.store.job_vacuum(params.clone()) => outcome,
+        };
+        match outcome {
+            Ok(JobVacuumed::Vacuumed {
+                live_rows,
+                dead_rows,
+            }) => tracing::debug!(
+                live_rows,
+                dead_rows,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "vacuumed the jobs table"
+            ),
+            Ok(JobVacuumed::NotNeeded { .. } | JobVacuumed::Busy) => {}
+            Ok(JobVacuumed::NotPermitted) => {
+                tracing::info!(
+                    "the store's database role may not vacuum the jobs table (only its owner, the \
+                     database's owner or a superuser may); the server's autovacuum alone keeps it"
+                );
+                return;
+            }
+            Ok(JobVacuumed::NotApplicable) => return,
+            Err(err) => tracing::warn!(error = %err, "vacuum of the jobs table failed"),
         }
     }
 }
@@ -373,5 +454,30 @@ async fn prune_once(shared: &Shared, retention: Duration) {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zero_vacuum_interval_is_refused_and_none_turns_it_off() {
+        let zero = MaintenanceConfig {
+            vacuum_interval: Some(Duration::ZERO),
+            ..MaintenanceConfig::default()
+        };
+        let err = zero.validate().unwrap_err();
+        assert_eq!(err.field, "vacuum_interval");
+        assert!(
+            err.to_string().contains("None turns the vacuum off"),
+            "{err}"
+        );
+        let off = MaintenanceConfig {
+            vacuum_interval: None,
+            ..MaintenanceConfig::default()
+        };
+        off.validate().unwrap();
+        MaintenanceConfig::default().validate().unwrap();
     }
 }

@@ -1323,3 +1323,39 @@ mod dependencies {
         assert!(err.contains("dependency"), "{err}");
     }
 }
+
+/// SQLite needs no vacuum from its workers: maintenance asks once, hears so, and asks
+/// no more, while the lease sweep goes on at the same interval. Turned off, it never
+/// asks.
+#[tokio::test]
+async fn the_vacuum_asks_a_store_that_needs_none_once() {
+    for (interval, expected) in [(Some(ms(10)), 1), (None, 0)] {
+        let store = Arc::new(FaultyStore::open().await);
+        let (shutdown, task) = start(
+            builder(&store)
+                .handler_fn("step", scripted)
+                .maintenance(crate::MaintenanceConfig {
+                    sweep_interval: ms(10),
+                    vacuum_interval: interval,
+                    ..crate::MaintenanceConfig::default()
+                })
+                .build()
+                .unwrap(),
+        );
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while store.calls("job_sweep") < 20 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the lease sweep never ran 20 times"
+            );
+            tokio::time::sleep(ms(10)).await;
+        }
+        shutdown.shutdown();
+        task.await.unwrap();
+        assert_eq!(
+            store.calls("job_vacuum"),
+            expected,
+            "vacuum_interval {interval:?}"
+        );
+    }
+}

@@ -173,6 +173,9 @@ impl Store for RecordingStore {
     async fn job_prune(&self, p: JobPruneParams) -> Result<u64, StoreError> {
         self.inner.job_prune(p).await
     }
+    async fn job_vacuum(&self, p: JobVacuumParams) -> Result<JobVacuumed, StoreError> {
+        self.inner.job_vacuum(p).await
+    }
     async fn queue_pause(&self, p: QueuePauseParams) -> Result<(), StoreError> {
         self.inner.queue_pause(p).await
     }

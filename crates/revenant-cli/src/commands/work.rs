@@ -69,6 +69,12 @@ pub struct WorkArgs {
     /// How long completed and cancelled jobs are kept (default 24h).
     #[arg(long)]
     pub retention: Option<String>,
+    /// PostgreSQL: how often the jobs table's dead rows are looked at and, past 10,000
+    /// and 1% of the live rows, vacuumed (default 15s); `off` leaves the table to the
+    /// server's autovacuum alone. Needs the role to own the table; without it, one
+    /// line in the log says so. SQLite needs no vacuum.
+    #[arg(long, value_name = "DURATION|off")]
+    pub vacuum_interval: Option<String>,
     /// Evaluate these alert rules (TOML; see docs/alerts.md) every `interval` (default
     /// 15s) over every queue, sending to the log and the rules' webhook. Give them to
     /// one worker: each worker given them sends its own messages.
@@ -166,6 +172,11 @@ pub async fn run(client: &Client, args: WorkArgs) -> Result<ExitCode, CliError> 
     let mut maintenance = MaintenanceConfig::default();
     if let Some(retention) = &args.retention {
         maintenance.retention = parse("retention", retention)?;
+    }
+    match args.vacuum_interval.as_deref() {
+        None => {}
+        Some("off") => maintenance.vacuum_interval = None,
+        Some(interval) => maintenance.vacuum_interval = Some(parse("vacuum-interval", interval)?),
     }
     if let Some(path) = &args.alerts {
         let rules =

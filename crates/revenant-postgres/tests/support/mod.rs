@@ -263,6 +263,9 @@ mod delegate {
         async fn job_prune(&self, p: JobPruneParams) -> Result<u64, StoreError> {
             self.store.job_prune(p).await
         }
+        async fn job_vacuum(&self, p: JobVacuumParams) -> Result<JobVacuumed, StoreError> {
+            self.store.job_vacuum(p).await
+        }
         async fn queue_pause(&self, p: QueuePauseParams) -> Result<(), StoreError> {
             self.store.queue_pause(p).await
         }
