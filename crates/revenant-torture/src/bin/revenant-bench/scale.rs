@@ -83,10 +83,10 @@ impl Tables {
     async fn sample(&self) -> Result<serde_json::Value, Error> {
         match &self.0 {
             Conn::Pg(pool) => {
-                let row: (i64, i64, i64, i64, i64, i64, i64) = sqlx::query_as(
+                let row: (i64, i64, i64, i64, i64, i64, i64, i64) = sqlx::query_as(
                     "SELECT pg_relation_size(s.relid), pg_indexes_size(s.relid),
                             pg_total_relation_size(s.relid), s.n_live_tup, s.n_dead_tup,
-                            s.autovacuum_count, s.autoanalyze_count
+                            s.autovacuum_count, s.autoanalyze_count, s.vacuum_count
                      FROM pg_stat_user_tables s
                      WHERE s.relid = 'revenant.jobs'::regclass",
                 )
@@ -100,6 +100,8 @@ impl Tables {
                     "dead_tuples": row.4,
                     "autovacuums": row.5,
                     "autoanalyzes": row.6,
+                    // The passes revenant's maintenance ran (`job_vacuum`).
+                    "vacuums": row.7,
                 }))
             }
             Conn::Sqlite(pool) => {
