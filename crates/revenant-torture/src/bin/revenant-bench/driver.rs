@@ -72,8 +72,8 @@ fn pg_min_connections(args: &Args) -> Option<u32> {
 
 /// A worker builder with the settings every task shares: `--concurrency` slots, a 2 s
 /// shutdown grace, claiming ahead as many jobs as it has slots under `--profile tuned`
-/// (the default), and the runtime's defaults unless `--claim-cooldown-ms` or
-/// `--poll-interval-ms` say otherwise.
+/// (the default), and the runtime's defaults unless `--claim-cooldown-ms`,
+/// `--poll-interval-ms` or `--vacuum-interval-ms` say otherwise.
 pub fn builder(store: Arc<dyn Store>, args: &Args) -> revenant::runtime::WorkerBuilder {
     let mut builder = Worker::builder(store)
         .queue(&args.queue, args.concurrency)
@@ -86,6 +86,12 @@ pub fn builder(store: Arc<dyn Store>, args: &Args) -> revenant::runtime::WorkerB
     }
     if let Some(ms) = args.poll_interval_ms {
         builder = builder.poll_interval(Duration::from_millis(ms.max(1)));
+    }
+    if let Some(ms) = args.vacuum_interval_ms {
+        builder = builder.maintenance(revenant::runtime::MaintenanceConfig {
+            vacuum_interval: (ms > 0).then(|| Duration::from_millis(ms)),
+            ..revenant::runtime::MaintenanceConfig::default()
+        });
     }
     builder
 }
@@ -122,6 +128,11 @@ pub fn settings(args: &Args) -> serde_json::Value {
         "job_ms": args.job_ms,
     });
     if is_postgres(args) {
+        settings["vacuum_interval_ms"] = match args.vacuum_interval_ms {
+            None => json!("default"),
+            Some(0) => json!("0 (off: autovacuum alone)"),
+            Some(ms) => json!(ms),
+        };
         settings["min_connections"] =
             pg_min_connections(args).map_or_else(|| json!("0 (default)"), |n| json!(n));
     }

@@ -115,6 +115,11 @@ pub struct Args {
     /// hypothesis from the harness, not used by `bench/run`.
     #[arg(long)]
     pub claim_ahead: Option<usize>,
+    /// The worker's `MaintenanceConfig::vacuum_interval`, in ms; 0 turns its vacuum of
+    /// the jobs table off (the server's autovacuum alone). Default: the library's (15 s).
+    /// For comparing the two, by hand or with `bench/run --w5-vacuum-interval-ms`.
+    #[arg(long)]
+    pub vacuum_interval_ms: Option<u64>,
     /// drain: how long each job's handler waits (a call to a provider, say), in ms.
     /// Default 0, W1's no-op; refused by any other task. For trying a hypothesis from
     /// the harness, not used by `bench/run`.
