@@ -230,6 +230,16 @@ fn bad_input_exits_2_names_the_problem_and_writes_nothing() {
     );
     db.fails(&["dead", "purge", "--all"], 2, "--yes");
     db.fails(&["jobs", "bogus"], 2, "bogus");
+    db.fails(
+        &["work", "-q", "emails", "--vacuum-interval", "0s"],
+        2,
+        "`off` turns the vacuum off",
+    );
+    db.fails(
+        &["work", "-q", "emails", "--vacuum-interval", "often"],
+        2,
+        "vacuum-interval",
+    );
     assert_eq!(db.job_count(), 0, "bad input must write nothing");
 }
 

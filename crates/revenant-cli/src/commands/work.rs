@@ -176,7 +176,17 @@ pub async fn run(client: &Client, args: WorkArgs) -> Result<ExitCode, CliError> 
     match args.vacuum_interval.as_deref() {
         None => {}
         Some("off") => maintenance.vacuum_interval = None,
-        Some(interval) => maintenance.vacuum_interval = Some(parse("vacuum-interval", interval)?),
+        Some(interval) => {
+            let interval = parse("vacuum-interval", interval)?;
+            if interval.is_zero() {
+                return Err(InputError::new(
+                    "vacuum-interval",
+                    "must be above zero; `off` turns the vacuum off",
+                )
+                .into());
+            }
+            maintenance.vacuum_interval = Some(interval);
+        }
     }
     if let Some(path) = &args.alerts {
         let rules =

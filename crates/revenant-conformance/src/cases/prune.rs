@@ -50,3 +50,44 @@ pub async fn prune_honours_limit(store: Arc<dyn Store>) {
     assert_eq!(store.job_prune(params()).await.unwrap(), 0);
     assert!(stage.all().await.is_empty());
 }
+
+/// `job_vacuum` refuses a fraction that is not one, and whatever a backend does for a
+/// vacuum (a pass on PostgreSQL, nothing on SQLite), every job reads back as it was:
+/// ready, running (its lease still good), completed, dead.
+pub async fn vacuum_refuses_a_bad_fraction_and_changes_no_job(store: Arc<dyn Store>) {
+    let stage = Stage::new(store.clone());
+    let ready = stage.enqueue_at(job("a", "k"), at(10)).await;
+    let running = stage.running(job("b", "k"), at(10)).await;
+    let completed = stage.completed(job("c", "k"), at(10)).await;
+    let dead = stage
+        .dead(job("d", "k"), DeadReason::Permanent, "x", at(10))
+        .await;
+    let before = stage.all().await;
+    for bad in [f64::NAN, -0.5, 2.0] {
+        let refused = store
+            .job_vacuum(JobVacuumParams {
+                min_dead_rows: 0,
+                min_dead_fraction: bad,
+            })
+            .await;
+        assert!(
+            matches!(refused, Err(StoreError::Input(ref e)) if e.field == "min_dead_fraction"),
+            "{bad}: {refused:?}"
+        );
+    }
+    let outcome = store
+        .job_vacuum(JobVacuumParams {
+            min_dead_rows: 0,
+            min_dead_fraction: 0.0,
+        })
+        .await
+        .unwrap();
+    assert!(
+        !matches!(outcome, JobVacuumed::NotNeeded { .. }),
+        "no threshold, yet not needed: {outcome:?}"
+    );
+    assert_eq!(stage.all().await, before);
+    for id in [ready, running.id, completed.id, dead.id] {
+        assert!(stage.find(id).await.is_some(), "job {id} is gone");
+    }
+}
