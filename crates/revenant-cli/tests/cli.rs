@@ -240,6 +240,11 @@ fn bad_input_exits_2_names_the_problem_and_writes_nothing() {
         2,
         "vacuum-interval",
     );
+    db.fails(
+        &["work", "-q", "emails", "--vacuum-interval", "5s"],
+        2,
+        "SQLite needs no vacuum",
+    );
     assert_eq!(db.job_count(), 0, "bad input must write nothing");
 }
 

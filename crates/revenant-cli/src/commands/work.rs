@@ -72,7 +72,7 @@ pub struct WorkArgs {
     /// PostgreSQL: how often the jobs table's dead rows are looked at and, past 10,000
     /// and 1% of the live rows, vacuumed (default 15s); `off` leaves the table to the
     /// server's autovacuum alone. Needs the role to own the table; without it, one
-    /// line in the log says so. SQLite needs no vacuum.
+    /// line in the log says so. Refused on SQLite, which needs no vacuum.
     #[arg(long, value_name = "DURATION|off")]
     pub vacuum_interval: Option<String>,
     /// Evaluate these alert rules (TOML; see docs/alerts.md) every `interval` (default
@@ -187,6 +187,14 @@ pub async fn run(client: &Client, args: WorkArgs) -> Result<ExitCode, CliError> 
             }
             maintenance.vacuum_interval = Some(interval);
         }
+    }
+    if args.vacuum_interval.is_some() && client.store().backend() == "sqlite" {
+        // A flag that cannot take effect is refused, not ignored.
+        return Err(InputError::new(
+            "vacuum-interval",
+            "SQLite needs no vacuum from its workers; the flag is for PostgreSQL",
+        )
+        .into());
     }
     if let Some(path) = &args.alerts {
         let rules =
