@@ -1093,18 +1093,23 @@ async fn the_jobs_table_vacuums_early_and_without_delay() {
     db.drop_schema().await;
 }
 
+/// A store on a fresh schema whose pool holds one connection, so a test's own query
+/// runs on the session the store's last operation used.
+async fn one_connection_db() -> Option<TestDb> {
+    TestDb::with_options(PgStoreOptions {
+        max_connections: 1,
+        ..PgStoreOptions::default()
+    })
+    .await
+}
+
 /// The claim runs on its generic plan with JIT off (`SET LOCAL` in its own
 /// transaction); the connection goes back to the pool with the server's settings, for
 /// the statements whose plans depend on their parameters (the filters of `job_list`,
 /// say).
 #[tokio::test]
 async fn the_claims_plan_setting_does_not_outlive_the_claim() {
-    let Some(db) = TestDb::with_options(PgStoreOptions {
-        max_connections: 1,
-        ..PgStoreOptions::default()
-    })
-    .await
-    else {
+    let Some(db) = one_connection_db().await else {
         return;
     };
     db.store
@@ -1138,12 +1143,7 @@ fn vacuum_past(min_dead_rows: u64) -> JobVacuumParams {
 /// back to the pool with its notices on.
 #[tokio::test]
 async fn a_vacuum_runs_past_its_thresholds_and_clears_the_dead_rows() {
-    let Some(db) = TestDb::with_options(PgStoreOptions {
-        max_connections: 1,
-        ..PgStoreOptions::default()
-    })
-    .await
-    else {
+    let Some(db) = one_connection_db().await else {
         return;
     };
     let store = &db.store;

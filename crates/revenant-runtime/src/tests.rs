@@ -78,6 +78,19 @@ async fn wait_until(store: &FaultyStore, what: &str, done: impl Fn(&[Job]) -> bo
     }
 }
 
+/// Polls until `done` holds, or panics at the deadline (as generous as
+/// [`wait_until`]'s).
+async fn wait_for(what: &str, done: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(ms(5)).await;
+    }
+}
+
 fn all_terminal(jobs: &[Job]) -> bool {
     jobs.iter().all(|j| j.status.is_terminal())
 }
@@ -418,14 +431,10 @@ async fn a_lost_lease_cancels_the_handler_and_discards_its_result() {
         })
         .await
         .unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while saw_cancel.load(Ordering::SeqCst) == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "handler never cancelled"
-        );
-        tokio::time::sleep(ms(5)).await;
-    }
+    wait_for("the handler to be cancelled", || {
+        saw_cancel.load(Ordering::SeqCst) > 0
+    })
+    .await;
     shutdown.shutdown();
     task.await.unwrap();
     let job = store.job(id).await;
@@ -488,14 +497,10 @@ async fn a_handler_whose_heartbeats_never_answer_is_given_up_before_its_lease_ru
     store.stall_heartbeats.send_replace(true);
     let id = enqueue(&store, "long", json!(null)).await;
     let (shutdown, task) = start(worker);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while cancelled_after.lock().unwrap().is_empty() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the handler was never given up"
-        );
-        tokio::time::sleep(ms(5)).await;
-    }
+    wait_for("the handler to be given up", || {
+        !cancelled_after.lock().unwrap().is_empty()
+    })
+    .await;
     store.stall_heartbeats.send_replace(false);
     // Released, and run again.
     wait_until(&store, "the job to complete", |jobs| {
@@ -636,14 +641,7 @@ async fn buffered_jobs_are_released_at_the_shutdown_signal_without_running() {
             == 4
     })
     .await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while gate.started() < 2 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "two handlers never started"
-        );
-        tokio::time::sleep(ms(5)).await;
-    }
+    wait_for("two handlers to start", || gate.started() >= 2).await;
     shutdown.shutdown();
     // The buffered two go back while the running two still hold their slots.
     wait_until(&store, "the two buffered jobs released", |jobs| {
@@ -1342,14 +1340,10 @@ async fn the_vacuum_asks_a_store_that_needs_none_once() {
                 .build()
                 .unwrap(),
         );
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while store.calls("job_sweep") < 20 {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the lease sweep never ran 20 times"
-            );
-            tokio::time::sleep(ms(10)).await;
-        }
+        wait_for("the lease sweep to run 20 times", || {
+            store.calls("job_sweep") >= 20
+        })
+        .await;
         shutdown.shutdown();
         task.await.unwrap();
         assert_eq!(
