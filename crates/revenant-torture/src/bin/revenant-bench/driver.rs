@@ -518,9 +518,19 @@ fn splitmix(x: u64) -> u64 {
 }
 
 /// `failures` (W2): enqueue `--jobs` jobs, then drain them while attempts fail: backoff
-/// 10 ms doubling to 200 ms, equal jitter, at most 5 attempts. Checks that the dead
-/// jobs are exactly the poison ones.
+/// `--backoff-base-ms` doubling to `--backoff-cap-ms` (1 ms and 1 ms by default), equal
+/// jitter, at most 5 attempts. Checks that the dead jobs are exactly the poison ones.
 pub async fn failures(args: &Args) -> Result<serde_json::Value, Error> {
+    // Built first: a backoff it refuses is refused before anything is enqueued.
+    let policy = RetryPolicy::builder()
+        .max_attempts(MAX_ATTEMPTS as u32)
+        .backoff(Backoff::new(
+            Duration::from_millis(backoff_base_ms(args)),
+            2.0,
+            Duration::from_millis(backoff_cap_ms(args)),
+        )?)
+        .jitter(Jitter::Equal)
+        .build()?;
     let store = connect(args).await?;
     let counts = Counter::open(&args.url).await?;
     let deadline = args.deadline();
@@ -535,15 +545,6 @@ pub async fn failures(args: &Args) -> Result<serde_json::Value, Error> {
     )
     .await?;
     crate::ceiling::analyze(&args.url).await?;
-    let policy = RetryPolicy::builder()
-        .max_attempts(MAX_ATTEMPTS as u32)
-        .backoff(Backoff::new(
-            Duration::from_millis(10),
-            2.0,
-            Duration::from_millis(200),
-        )?)
-        .jitter(Jitter::Equal)
-        .build()?;
     let attempts = Arc::new(AtomicU64::new(0));
     let counter = attempts.clone();
     let (fail_percent, poison_every) = (args.fail_percent, args.poison_every as u64);
@@ -598,8 +599,30 @@ pub async fn failures(args: &Args) -> Result<serde_json::Value, Error> {
         "seconds": seconds,
         "per_sec": completed as f64 / seconds,
         "partial": completed + dead < args.jobs as u64,
-        "settings": settings(args),
+        "settings": failure_settings(args),
     }))
+}
+
+/// W2's settings: the drain's, and the retry backoff.
+fn failure_settings(args: &Args) -> serde_json::Value {
+    let mut settings = settings(args);
+    settings["backoff"] = json!(format!(
+        "{} ms doubling to {} ms, equal jitter",
+        backoff_base_ms(args),
+        backoff_cap_ms(args)
+    ));
+    settings
+}
+
+/// W2's backoff base: 1 ms unless `--backoff-base-ms` says otherwise, the shortest the
+/// library allows (a base must be above zero).
+fn backoff_base_ms(args: &Args) -> u64 {
+    args.backoff_base_ms.unwrap_or(1)
+}
+
+/// W2's backoff cap: the base unless `--backoff-cap-ms` says otherwise.
+fn backoff_cap_ms(args: &Args) -> u64 {
+    args.backoff_cap_ms.unwrap_or_else(|| backoff_base_ms(args))
 }
 
 /// The payload index `i` of every dead job of the queue.

@@ -120,6 +120,17 @@ pub struct Args {
     /// For comparing the two, by hand or with `bench/run --w5-vacuum-interval-ms`.
     #[arg(long)]
     pub vacuum_interval_ms: Option<u64>,
+    /// failures (W2): the retry backoff's base delay, in ms, doubling to
+    /// `--backoff-cap-ms`, equal jitter. Default 1 ms (and the cap its base): the shortest
+    /// the library allows (a backoff's base must be above zero), as every peer runs at
+    /// the shortest its own library allows (bench/README.md).
+    /// Refused by any other task.
+    #[arg(long)]
+    pub backoff_base_ms: Option<u64>,
+    /// failures (W2): the retry backoff's cap, in ms (see `--backoff-base-ms`; default
+    /// its base).
+    #[arg(long)]
+    pub backoff_cap_ms: Option<u64>,
     /// drain: how long each job's handler waits (a call to a provider, say), in ms.
     /// Default 0, W1's no-op; refused by any other task. For trying a hypothesis from
     /// the harness, not used by `bench/run`.
@@ -222,6 +233,15 @@ fn main() {
     if args.job_ms != 0 && !(args.system == System::Revenant && args.task == Task::Drain) {
         eprintln!(
             "revenant-bench: --job-ms is revenant's drain's; no other task waits in its handler"
+        );
+        std::process::exit(2);
+    }
+    if (args.backoff_base_ms.is_some() || args.backoff_cap_ms.is_some())
+        && !(args.system == System::Revenant && args.task == Task::Failures)
+    {
+        eprintln!(
+            "revenant-bench: --backoff-base-ms and --backoff-cap-ms are revenant's W2 \
+             (failures) settings; no other task retries"
         );
         std::process::exit(2);
     }
