@@ -780,8 +780,8 @@ pub enum JobVacuumed {
     /// Another vacuum of the table was running; nothing was done.
     Busy,
     /// The store's database role may not vacuum the table (PostgreSQL allows the
-    /// table's owner, the database's owner and superusers). The database's own
-    /// autovacuum still runs.
+    /// table's owner, the database's owner and superusers, and from version 17 a role
+    /// holding MAINTAIN on the table). The database's own autovacuum still runs.
     NotPermitted,
     /// The backend needs no vacuum from its workers.
     NotApplicable,
