@@ -73,7 +73,7 @@ fn pg_min_connections(args: &Args) -> Option<u32> {
 /// A worker builder with the settings every task shares: `--concurrency` slots, a 2 s
 /// shutdown grace, claiming ahead as many jobs as it has slots under `--profile tuned`
 /// (the default), and the runtime's defaults unless `--claim-cooldown-ms`,
-/// `--poll-interval-ms` or `--vacuum-interval-ms` say otherwise.
+/// `--poll-interval-ms`, `--vacuum-interval-ms` or `--retention-s` say otherwise.
 pub fn builder(store: Arc<dyn Store>, args: &Args) -> revenant::runtime::WorkerBuilder {
     let mut builder = Worker::builder(store)
         .queue(&args.queue, args.concurrency)
@@ -87,10 +87,18 @@ pub fn builder(store: Arc<dyn Store>, args: &Args) -> revenant::runtime::WorkerB
     if let Some(ms) = args.poll_interval_ms {
         builder = builder.poll_interval(Duration::from_millis(ms.max(1)));
     }
-    if let Some(ms) = args.vacuum_interval_ms {
+    if args.vacuum_interval_ms.is_some() || args.retention_s.is_some() {
+        let defaults = revenant::runtime::MaintenanceConfig::default();
         builder = builder.maintenance(revenant::runtime::MaintenanceConfig {
-            vacuum_interval: (ms > 0).then(|| Duration::from_millis(ms)),
-            ..revenant::runtime::MaintenanceConfig::default()
+            vacuum_interval: args
+                .vacuum_interval_ms
+                .map_or(defaults.vacuum_interval, |ms| {
+                    (ms > 0).then(|| Duration::from_millis(ms))
+                }),
+            retention: args
+                .retention_s
+                .map_or(defaults.retention, Duration::from_secs),
+            ..defaults
         });
     }
     builder
@@ -133,6 +141,11 @@ pub fn settings(args: &Args) -> serde_json::Value {
             Some(0) => json!("0 (off: autovacuum alone)"),
             Some(ms) => json!(ms),
         };
+        if args.task == Task::Scale {
+            settings["retention_s"] = args
+                .retention_s
+                .map_or_else(|| json!("default (24 h)"), |s| json!(s));
+        }
         settings["min_connections"] =
             pg_min_connections(args).map_or_else(|| json!("0 (default)"), |n| json!(n));
     }

@@ -120,6 +120,13 @@ pub struct Args {
     /// For comparing the two, by hand or with `bench/run --w5-vacuum-interval-ms`.
     #[arg(long)]
     pub vacuum_interval_ms: Option<u64>,
+    /// scale (W5): how long completed jobs are kept (`MaintenanceConfig::retention`),
+    /// in seconds, the worker pruning every minute as by default. Default: the
+    /// library's, 24 hours, so nothing is pruned within a W5 run. For measuring what
+    /// the kept jobs cost the steady load, by hand or with `bench/run
+    /// --w5-retention-s`; refused by any other task.
+    #[arg(long)]
+    pub retention_s: Option<u64>,
     /// failures (W2): the retry backoff's base delay, in ms, doubling to
     /// `--backoff-cap-ms`, equal jitter. Default 1 ms (and the cap its base): the shortest
     /// the library allows (a backoff's base must be above zero), as every peer runs at
@@ -234,6 +241,15 @@ fn main() {
         eprintln!(
             "revenant-bench: --job-ms is revenant's drain's; no other task waits in its handler"
         );
+        std::process::exit(2);
+    }
+    if args.retention_s.is_some() && !(args.system == System::Revenant && args.task == Task::Scale)
+    {
+        eprintln!("revenant-bench: --retention-s is revenant's W5 (scale) setting; no other task runs long enough to prune");
+        std::process::exit(2);
+    }
+    if args.retention_s == Some(0) {
+        eprintln!("revenant-bench: --retention-s must be above zero");
         std::process::exit(2);
     }
     if (args.backoff_base_ms.is_some() || args.backoff_cap_ms.is_some())
