@@ -350,6 +350,86 @@ pub struct Job {
     pub dependency_wait: Option<crate::dependency::WaitReason>,
 }
 
+/// A job as a claim hands it to a worker: what running it and settling its attempt
+/// need, and nothing else ([`crate::Store::job_claim_run`]).
+///
+/// A claimed job's history, its enqueue bookkeeping and what only a dead or a finished
+/// job carries are left in the store: a drain of short jobs decoded every column of
+/// every claimed row, and reading them back was a fifth of the worker's CPU
+/// (docs/benchmarks.md, "Where a drain's CPU goes"). [`crate::Store::job_get`] has
+/// the whole job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimedJob {
+    /// The job's id.
+    pub id: JobId,
+    /// The queue it belongs to.
+    pub queue: String,
+    /// The kind: the name its handler is registered under.
+    pub kind: String,
+    /// The JSON payload handed to the handler.
+    pub payload: serde_json::Value,
+    /// Its priority (the claim's order: higher first, then `run_at`, then `id`).
+    pub priority: i32,
+    /// Attempts made so far, this one included.
+    pub attempts: i32,
+    /// Attempts allowed before the job is dead.
+    pub max_attempts: i32,
+    /// When it became claimable.
+    pub run_at: Timestamp,
+    /// When this claim took it (the store's clock).
+    pub attempted_at: Timestamp,
+    /// This attempt's lease token: every write about the attempt is fenced on it.
+    pub lease_token: LeaseToken,
+    /// When this attempt's lease runs out unless a heartbeat extends it.
+    pub lease_expires_at: Timestamp,
+    /// A caller's id to follow one piece of work across systems.
+    pub correlation_id: Option<String>,
+    /// The enqueuing code's trace context, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_context: Option<crate::trace::TraceContext>,
+    /// The dependency a worker found for it, once one has (see [`crate::dependency`]).
+    #[serde(default)]
+    pub dependency: Option<String>,
+    /// The claim took it off an expired lease: its previous attempt's worker died or
+    /// stalled, and the claim wrote a `lease_expired` entry for that attempt.
+    pub reclaimed: bool,
+}
+
+impl ClaimedJob {
+    /// The claimed part of a job a claim returned whole, or
+    /// [`StoreError::Corrupt`](crate::StoreError::Corrupt)
+    /// when it lacks what every claimed job has (a lease and the claim's time). For a
+    /// store that implements only [`crate::Store::job_claim`].
+    pub fn from_claimed(job: Job) -> Result<Self, crate::StoreError> {
+        let missing = |what: &str| {
+            crate::StoreError::Corrupt(format!("job {}: claimed without {what}", job.id))
+        };
+        let lease_token = job.lease_token.ok_or_else(|| missing("a lease token"))?;
+        let lease_expires_at = job.lease_expires_at.ok_or_else(|| missing("a lease"))?;
+        let attempted_at = job.attempted_at.ok_or_else(|| missing("its claim time"))?;
+        let reclaimed = job.errors.last().is_some_and(|entry| {
+            entry.class == FailureClass::LeaseExpired && entry.attempt == job.attempts - 1
+        });
+        Ok(ClaimedJob {
+            id: job.id,
+            queue: job.queue,
+            kind: job.kind,
+            payload: job.payload,
+            priority: job.priority,
+            attempts: job.attempts,
+            max_attempts: job.max_attempts,
+            run_at: job.run_at,
+            attempted_at,
+            lease_token,
+            lease_expires_at,
+            correlation_id: job.correlation_id,
+            trace_context: job.trace_context,
+            dependency: job.dependency,
+            reclaimed,
+        })
+    }
+}
+
 /// A job to enqueue. Build one with [`NewJob::new`] and the `with_*` methods; every
 /// store validates it with [`NewJob::validate`] before writing anything.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -41,7 +41,8 @@ pub use backoff::{Backoff, Jitter};
 pub use decide::{decide, Transition};
 pub use error::{InputError, StoreError};
 pub use job::{
-    DeadReason, ErrorEntry, FailureClass, Job, JobId, JobState, LeaseToken, NewJob, Timestamp,
+    ClaimedJob, DeadReason, ErrorEntry, FailureClass, Job, JobId, JobState, LeaseToken, NewJob,
+    Timestamp,
 };
 pub use outcome::Outcome;
 pub use policy::{PolicyError, PolicySet, RetryPolicy};

@@ -31,7 +31,7 @@ use crate::dependency::{
 };
 use crate::error::StoreError;
 use crate::job::{
-    check_timestamp, DeadReason, Job, JobId, JobState, LeaseToken, NewJob, Timestamp,
+    check_timestamp, ClaimedJob, DeadReason, Job, JobId, JobState, LeaseToken, NewJob, Timestamp,
 };
 use crate::{InputError, RetryPolicy};
 
@@ -1711,6 +1711,23 @@ pub trait Store: Send + Sync + 'static {
     async fn job_enqueue(&self, params: JobEnqueueParams) -> Result<Vec<Enqueued>, StoreError>;
     /// See [`JobClaimParams`].
     async fn job_claim(&self, params: JobClaimParams) -> Result<Vec<Job>, StoreError>;
+    /// The same claim as [`job_claim`](Store::job_claim), answering with only what a
+    /// worker needs to run each job ([`ClaimedJob`]): the runtime claims with it. A
+    /// backend reads back fewer columns (docs/benchmarks.md, "Performance work"); the
+    /// default takes the whole jobs of `job_claim` and keeps that part, so a store
+    /// wrapping another may leave it be.
+    ///
+    /// An addition to DESIGN.md's seam, not a new transition: the seam names one claim,
+    /// and this is it with a narrower answer. `job_claim` stays for every reader of
+    /// the whole job (a remote worker's claim over HTTP, tools, the conformance suite),
+    /// and the conformance suite holds the two to the same jobs, order and values.
+    async fn job_claim_run(&self, params: JobClaimParams) -> Result<Vec<ClaimedJob>, StoreError> {
+        self.job_claim(params)
+            .await?
+            .into_iter()
+            .map(ClaimedJob::from_claimed)
+            .collect()
+    }
     /// See [`JobHeartbeatParams`].
     async fn job_heartbeat(&self, params: JobHeartbeatParams) -> Result<Fenced, StoreError>;
     /// See [`JobCompleteParams`]; one result per lease, in order.

@@ -4,6 +4,7 @@
 //! them), except enqueue, which may need a second statement to find the holder of a
 //! unique key. Time is `coalesce($now, now())` in SQL, truncated to milliseconds.
 
+use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
@@ -29,8 +30,8 @@ use revenant_core::store::{
 };
 use revenant_core::{fingerprint, DeadReason};
 use revenant_core::{
-    ErrorEntry, FailureClass, InputError, Job, JobId, JobState, NewJob, Store, StoreError,
-    Timestamp,
+    ClaimedJob, ErrorEntry, FailureClass, InputError, Job, JobId, JobState, NewJob, Store,
+    StoreError, Timestamp,
 };
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::query::Query;
@@ -38,7 +39,7 @@ use sqlx::{Acquire, Connection, PgConnection, PgPool, Postgres, Row};
 
 use crate::error::ResultExt;
 use crate::migrate;
-use crate::row::{decodable_job, job_from_row, listed, policy_from_row};
+use crate::row::{claimed_from_row, decodable_job, job_from_row, listed, policy_from_row};
 use crate::sql::Queries;
 use crate::wake::Wakeups;
 use revenant_core::migration::MigrateMode;
@@ -196,6 +197,30 @@ impl Drop for Inner {
 }
 
 impl PgStore {
+    /// The rows of one claim (`query`: `job_claim.sql` or `job_claim_run.sql`, which
+    /// differ only in the columns they read back), in the function's order.
+    async fn claim(&self, query: &str, params: JobClaimParams) -> Result<Vec<PgRow>, StoreError> {
+        params.validate()?;
+        if params.limit == 0 {
+            return Ok(Vec::new());
+        }
+        // One statement, one round trip: the claim is a function (migration 0008) that
+        // carries its plan settings, the generic plan and no JIT compilation, and runs
+        // in a transaction of its own.
+        sqlx::query(query)
+            .bind(params.now)
+            .bind(&params.queue)
+            .bind(i64::from(params.limit))
+            .bind(&params.worker)
+            .bind(millis(params.lease))
+            .bind(history_limit())
+            .bind(fingerprint::lease_expired())
+            .bind(params.reclaim)
+            .fetch_all(&self.inner.pool)
+            .await
+            .classified()
+    }
+
     /// Connects to a `postgres://` or `postgresql://` URL with the default options
     /// (schema `revenant`) and applies the migrations.
     ///
@@ -912,35 +937,24 @@ impl Store for PgStore {
     }
 
     async fn job_claim(&self, params: JobClaimParams) -> Result<Vec<Job>, StoreError> {
-        params.validate()?;
-        if params.limit == 0 {
-            return Ok(Vec::new());
-        }
-        // One statement, one round trip: the claim is a function (migration 0008) that
-        // carries its plan settings, the generic plan and no JIT compilation, and runs
-        // in a transaction of its own.
-        let rows = sqlx::query(&self.inner.queries.job_claim)
-            .bind(params.now)
-            .bind(&params.queue)
-            .bind(i64::from(params.limit))
-            .bind(&params.worker)
-            .bind(millis(params.lease))
-            .bind(history_limit())
-            .bind(fingerprint::lease_expired())
-            .bind(params.reclaim)
-            .fetch_all(&self.inner.pool)
-            .await
-            .classified()?;
+        let rows = self.claim(&self.inner.queries.job_claim, params).await?;
         let mut jobs = rows
             .iter()
             .map(job_from_row)
             .collect::<Result<Vec<_>, _>>()?;
-        jobs.sort_by(|a, b| {
-            b.priority
-                .cmp(&a.priority)
-                .then(a.run_at.cmp(&b.run_at))
-                .then(a.id.cmp(&b.id))
-        });
+        jobs.sort_by_key(|job| (Reverse(job.priority), job.run_at, job.id));
+        Ok(jobs)
+    }
+
+    async fn job_claim_run(&self, params: JobClaimParams) -> Result<Vec<ClaimedJob>, StoreError> {
+        let rows = self
+            .claim(&self.inner.queries.job_claim_run, params)
+            .await?;
+        let mut jobs = rows
+            .iter()
+            .map(claimed_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        jobs.sort_by_key(|job| (Reverse(job.priority), job.run_at, job.id));
         Ok(jobs)
     }
 

@@ -37,7 +37,7 @@ use crate::settle::{self, SettleWrite, Settled, Settlement};
 use crate::store_retry::retry;
 use crate::worker::Shared;
 use revenant_core::decide::Transition;
-use revenant_core::job::Job;
+use revenant_core::job::ClaimedJob;
 use revenant_core::outcome::Outcome;
 use revenant_core::policy::RetryPolicy;
 use revenant_core::store::{
@@ -57,20 +57,13 @@ pub(crate) async fn run(
     shared: Arc<Shared>,
     claim_lease: Duration,
     claim_sent: Instant,
-    mut job: Job,
+    mut job: ClaimedJob,
     slot: OwnedSemaphorePermit,
     ticket: Option<Ticket>,
 ) {
-    let Some(lease_token) = job.lease_token else {
-        tracing::error!(
-            job_id = job.id,
-            "claimed job has no lease token; skipped (store bug)"
-        );
-        return;
-    };
     let lease = LeaseRef {
         id: job.id,
-        lease_token,
+        lease_token: job.lease_token,
     };
     // The snapshot the maintenance loop keeps fresh: an attempt never waits on a
     // store read for its policy (a pool busy with handlers would eat its lease).
@@ -135,12 +128,10 @@ pub(crate) async fn run(
         cancel: cancel.clone(),
     });
     tracing::debug!(job_id = job.id, queue = %job.queue, kind = %job.kind, attempt = job.attempts, max_attempts = job.max_attempts, "attempt started");
-    if let Some(claimed_at) = job.attempted_at {
-        // Both times are on the store's clock. A job reclaimed after a lost lease
-        // counts its whole wait since run_at, which is what its customer saw.
-        let waited = (claimed_at - job.run_at).num_milliseconds() as f64 / 1000.0;
-        metrics::wait_time(&job.queue, waited);
-    }
+    // Both times are on the store's clock. A job reclaimed after a lost lease counts
+    // its whole wait since run_at, which is what its customer saw.
+    let waited = (job.attempted_at - job.run_at).num_milliseconds() as f64 / 1000.0;
+    metrics::wait_time(&job.queue, waited);
 
     let span = shared
         .tracer
@@ -548,7 +539,7 @@ async fn heartbeat(
 /// directly, each retried on storage errors until the lease would be gone.
 async fn finish(
     shared: &Shared,
-    job: &Job,
+    job: &ClaimedJob,
     lease: LeaseRef,
     policy: &RetryPolicy,
     outcome: Outcome,

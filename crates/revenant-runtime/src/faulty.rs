@@ -16,7 +16,7 @@ use revenant_sqlite::SqliteStore;
 
 use revenant_core::dependency::DependencyState;
 use revenant_core::error::StoreError;
-use revenant_core::job::{Job, JobId, Timestamp};
+use revenant_core::job::{ClaimedJob, Job, JobId, Timestamp};
 use revenant_core::store::*;
 
 /// A [`SqliteStore`] on a file in its own temporary directory (deleted on drop), whose
@@ -150,6 +150,11 @@ impl Store for FaultyStore {
     async fn job_claim(&self, params: JobClaimParams) -> Result<Vec<Job>, StoreError> {
         self.enter("job_claim")?;
         self.inner.job_claim(params).await
+    }
+    async fn job_claim_run(&self, params: JobClaimParams) -> Result<Vec<ClaimedJob>, StoreError> {
+        // Counted and failed as a claim: the runtime's claim is this one.
+        self.enter("job_claim")?;
+        self.inner.job_claim_run(params).await
     }
     async fn job_heartbeat(&self, params: JobHeartbeatParams) -> Result<Fenced, StoreError> {
         self.enter("job_heartbeat")?;

@@ -75,13 +75,13 @@ use crate::gate::{self, Gate, Held};
 use crate::store_retry::retry;
 use crate::worker::{QueueConfig, Shared};
 use revenant_core::error::StoreError;
-use revenant_core::job::Job;
+use revenant_core::job::ClaimedJob;
 use revenant_core::policy::RetryPolicy;
 use revenant_core::store::{JobClaimParams, LeaseRef};
 
 /// A claimed job not started yet.
 struct Buffered {
-    job: Job,
+    job: ClaimedJob,
     /// When the claim that leased it was sent: its lease lasts at least from here.
     sent: Instant,
     /// Held while it is a suspect, waiting or running.
@@ -97,7 +97,7 @@ type Claim = Pin<Box<dyn Future<Output = Landed> + Send>>;
 
 /// A claim's answer: its send time, how many jobs it asked for, whether it could take
 /// an expired lease, and the store's answer.
-type Landed = (Instant, usize, bool, Result<Vec<Job>, StoreError>);
+type Landed = (Instant, usize, bool, Result<Vec<ClaimedJob>, StoreError>);
 
 /// Awaits `work` while polling the claim in flight, keeping its answer in `landed`:
 /// a claim holds a store connection (on SQLite, the one writer) until it is polled to
@@ -340,7 +340,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
                 // The claimed leases last at least from here: the executors count from it.
                 let sent = Instant::now();
                 let jobs = retry("job_claim", &shared.stop_claiming, || {
-                    shared.store.job_claim(params.clone())
+                    shared.store.job_claim_run(params.clone())
                 })
                 .await;
                 (sent, want, params.reclaim, jobs)
@@ -399,7 +399,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
                     release(&shared, extra, "released a job claimed beyond what was asked").await;
                 }
                 for job in jobs {
-                    let suspect = is_reclaim(&job).then(|| suspects.started());
+                    let suspect = job.reclaimed.then(|| suspects.started());
                     buffer.push_back(Buffered { job, sent, suspect });
                 }
                 if got < asked && (reclaim || suspects.running() > 0) {
@@ -494,14 +494,6 @@ impl Drop for SuspectRunning {
     }
 }
 
-/// True when the job was claimed off an expired lease: the claim wrote a
-/// `lease_expired` entry for the attempt before this one.
-fn is_reclaim(job: &revenant_core::job::Job) -> bool {
-    job.errors.last().is_some_and(|e| {
-        e.class == revenant_core::job::FailureClass::LeaseExpired && e.attempt == job.attempts - 1
-    })
-}
-
 /// What [`start`] did with the jobs it was given.
 #[derive(Default)]
 struct Started {
@@ -533,7 +525,7 @@ async fn start(
         Some(dependencies) => {
             // Never a job claimed ahead: a worker that protects dependencies claims
             // only into free slots (its held jobs were claimed for slots too).
-            let claimed: Vec<Job> = jobs.iter().map(|b| b.job.clone()).collect();
+            let claimed: Vec<ClaimedJob> = jobs.iter().map(|b| b.job.clone()).collect();
             match gate::gate(
                 shared,
                 dependencies,
@@ -563,7 +555,7 @@ async fn start(
                     sent,
                     suspect: running,
                 } = buffered;
-                let running = running.or_else(|| is_reclaim(&job).then(|| suspects.started()));
+                let running = running.or_else(|| job.reclaimed.then(|| suspects.started()));
                 started.suspect |= running.is_some();
                 started.ran += 1;
                 // Boxed: an attempt's future is about 2.5 KB, and a task copies its
@@ -613,14 +605,13 @@ fn unhold(
 
 /// Gives claimed, unstarted jobs back (fenced, back to `ready`, the attempt given
 /// back), all at once so the completer writes them in one call.
-async fn release(shared: &Shared, jobs: Vec<Job>, why: &'static str) {
-    let sends = jobs.into_iter().filter_map(|job| {
-        let lease_token = job.lease_token?;
+async fn release(shared: &Shared, jobs: Vec<ClaimedJob>, why: &'static str) {
+    let sends = jobs.into_iter().map(|job| {
         let lease = LeaseRef {
             id: job.id,
-            lease_token,
+            lease_token: job.lease_token,
         };
-        Some(async move {
+        async move {
             match shared.completer.send(Ack::Release(lease)).await {
                 Ok(fenced) => {
                     tracing::info!(job_id = job.id, queue = %job.queue, result = ?fenced, "{why}")
@@ -629,7 +620,7 @@ async fn release(shared: &Shared, jobs: Vec<Job>, why: &'static str) {
                     tracing::warn!(job_id = job.id, queue = %job.queue, error = %err, "{why}: could not release it; it is reclaimed when its lease expires")
                 }
             }
-        })
+        }
     });
     futures::future::join_all(sends).await;
 }

@@ -30,7 +30,7 @@ use crate::metrics;
 use crate::store_retry::retry;
 use crate::worker::Shared;
 use revenant_core::dependency::{Bulkhead, DependencyPolicies, ProbeOutcome, RateLimit};
-use revenant_core::job::{Job, JobId};
+use revenant_core::job::{ClaimedJob, JobId};
 use revenant_core::names;
 use revenant_core::outcome::Outcome;
 use revenant_core::store::{
@@ -309,7 +309,7 @@ impl Dependencies {
     /// The dependency a job calls: its handler's answer, else its kind's key. A key
     /// that is not a valid key is ignored (logged), so the job runs unprotected
     /// rather than not at all.
-    fn key_of(&self, shared: &Shared, job: &Job) -> Option<String> {
+    fn key_of(&self, shared: &Shared, job: &ClaimedJob) -> Option<String> {
         let key = shared
             .registry
             .dependency(&job.kind, &job.payload)
@@ -345,7 +345,7 @@ pub(crate) async fn gate(
     deps: &Dependencies,
     slots: usize,
     lease: Duration,
-    jobs: &[Job],
+    jobs: &[ClaimedJob],
     mut held: Option<&mut Held>,
 ) -> Result<Vec<Gate>, revenant_core::StoreError> {
     let mut gates: Vec<Gate> = vec![Gate::Run(None); jobs.len()];
@@ -409,7 +409,7 @@ pub(crate) async fn gate(
                 PermitRequest {
                     lease: LeaseRef {
                         id: job.id,
-                        lease_token: job.lease_token.unwrap_or(revenant_core::LeaseToken(0)),
+                        lease_token: job.lease_token,
                     },
                     retry_delay: retry_policy.retry_delay(failures, None, &mut rand::rng()),
                 }

@@ -33,7 +33,7 @@ use opentelemetry::trace::{
 use opentelemetry::{Context, KeyValue};
 use revenant_core::decide::Transition;
 use revenant_core::trace::TraceContext;
-use revenant_core::Job;
+use revenant_core::ClaimedJob;
 
 use crate::settle::Settled;
 
@@ -62,7 +62,7 @@ impl AttemptTracer {
     }
 
     /// Starts the span of `job`'s current attempt, run by `worker`.
-    pub(crate) fn start(&self, job: &Job, worker: &str) -> AttemptSpan {
+    pub(crate) fn start(&self, job: &ClaimedJob, worker: &str) -> AttemptSpan {
         let parent = job
             .trace_context
             .as_ref()

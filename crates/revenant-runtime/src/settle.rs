@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use rand::Rng;
 use revenant_core::decide::{decide, Transition};
-use revenant_core::job::{DeadReason, FailureClass, Job};
+use revenant_core::job::{ClaimedJob, DeadReason, FailureClass, Job, JobId, LeaseToken};
 use revenant_core::outcome::Outcome;
 use revenant_core::policy::RetryPolicy;
 use revenant_core::store::{
@@ -79,6 +79,55 @@ impl From<Fenced> for Settled {
     }
 }
 
+/// The job an outcome belongs to, as the settle step reads it: a claimed job
+/// ([`ClaimedJob`], what the runtime holds) or a whole one read back ([`Job`], what a
+/// remote worker's route and the lease sweep hold).
+#[derive(Debug, Clone, Copy)]
+pub struct AttemptOf<'a> {
+    /// The job's id.
+    pub id: JobId,
+    /// Its queue.
+    pub queue: &'a str,
+    /// Its kind.
+    pub kind: &'a str,
+    /// The attempt (attempts so far, this one included).
+    pub attempts: i32,
+    /// Attempts allowed.
+    pub max_attempts: i32,
+    /// The attempt's lease token, when the job still has one.
+    pub lease_token: Option<LeaseToken>,
+    /// The caller's correlation id.
+    pub correlation_id: Option<&'a str>,
+}
+
+impl<'a> From<&'a ClaimedJob> for AttemptOf<'a> {
+    fn from(job: &'a ClaimedJob) -> Self {
+        AttemptOf {
+            id: job.id,
+            queue: &job.queue,
+            kind: &job.kind,
+            attempts: job.attempts,
+            max_attempts: job.max_attempts,
+            lease_token: Some(job.lease_token),
+            correlation_id: job.correlation_id.as_deref(),
+        }
+    }
+}
+
+impl<'a> From<&'a Job> for AttemptOf<'a> {
+    fn from(job: &'a Job) -> Self {
+        AttemptOf {
+            id: job.id,
+            queue: &job.queue,
+            kind: &job.kind,
+            attempts: job.attempts,
+            max_attempts: job.max_attempts,
+            lease_token: job.lease_token,
+            correlation_id: job.correlation_id.as_deref(),
+        }
+    }
+}
+
 /// One attempt's outcome, decided against the job's policy: the transition and the
 /// write it needs. Build it with [`Settlement::decide`].
 #[derive(Debug, Clone)]
@@ -93,14 +142,15 @@ impl Settlement {
     /// [`decide()`] with the job's own `max_attempts` (fixed at enqueue) and the backoff
     /// and jitter of `policy` (the one its queue and kind resolve to now). `worker` is
     /// who ran it, recorded in the failure history and the log.
-    pub fn decide<R: Rng + ?Sized>(
-        job: &Job,
+    pub fn decide<'a, R: Rng + ?Sized>(
+        job: impl Into<AttemptOf<'a>>,
         lease: LeaseRef,
         outcome: &Outcome,
         policy: &RetryPolicy,
         worker: &str,
         rng: &mut R,
     ) -> Settlement {
+        let job = job.into();
         let transition = decide(outcome, job.attempts, job.max_attempts, policy, rng);
         let fail = |failure: &revenant_core::decide::Failure, action| {
             SettleWrite::Fail(JobFailure {
@@ -197,7 +247,8 @@ impl Settlement {
     /// `job_id`, `queue`, `kind`, `attempt`, `max_attempts`, `class`, `error`,
     /// `correlation_id` and `worker`; a dead letter also counts in
     /// `revenant_dead_letters_total`.
-    pub fn record(&self, job: &Job, settled: &Settled) {
+    pub fn record<'a>(&self, job: impl Into<AttemptOf<'a>>, settled: &Settled) {
+        let job = job.into();
         match settled {
             Settled::Applied => {}
             Settled::LeaseLost => return lease_lost(job, &self.worker, op(&self.write)),
@@ -223,7 +274,7 @@ impl Settlement {
                     max_attempts = job.max_attempts,
                     class = %failure.class,
                     error = %failure.message,
-                    correlation_id = job.correlation_id.as_deref(),
+                    correlation_id = job.correlation_id,
                     worker = %self.worker,
                     retry_in_ms = delay.as_millis() as u64,
                     "job attempt failed; retrying"
@@ -266,8 +317,15 @@ fn op(write: &SettleWrite) -> &'static str {
 /// The structured event and the counter for a dead letter: everything a human needs
 /// at 3am. Also used for jobs the lease sweep finds dead (`lease_expired`). The
 /// attempt itself is counted by the caller, by how it ended.
-pub fn dead_letter(job: &Job, worker: &str, reason: DeadReason, class: FailureClass, error: &str) {
-    metrics::dead_letter(&job.queue, &job.kind, reason.as_str());
+pub fn dead_letter<'a>(
+    job: impl Into<AttemptOf<'a>>,
+    worker: &str,
+    reason: DeadReason,
+    class: FailureClass,
+    error: &str,
+) {
+    let job = job.into();
+    metrics::dead_letter(job.queue, job.kind, reason.as_str());
     tracing::error!(
         job_id = job.id,
         queue = %job.queue,
@@ -277,18 +335,18 @@ pub fn dead_letter(job: &Job, worker: &str, reason: DeadReason, class: FailureCl
         class = %class,
         error,
         dead_reason = %reason,
-        correlation_id = job.correlation_id.as_deref(),
+        correlation_id = job.correlation_id,
         worker,
         "job dead-lettered"
     );
 }
 
 /// Counts one attempt by how it ended.
-pub(crate) fn count(job: &Job, outcome: AttemptOutcome, class: &'static str) {
-    metrics::attempt(&job.queue, &job.kind, outcome, class);
+pub(crate) fn count(job: AttemptOf<'_>, outcome: AttemptOutcome, class: &'static str) {
+    metrics::attempt(job.queue, job.kind, outcome, class);
 }
 
-fn lease_lost(job: &Job, worker: &str, op: &'static str) {
+fn lease_lost(job: AttemptOf<'_>, worker: &str, op: &'static str) {
     count(job, AttemptOutcome::LeaseLost, "none");
     tracing::warn!(
         job_id = job.id,
@@ -302,7 +360,7 @@ fn lease_lost(job: &Job, worker: &str, op: &'static str) {
     );
 }
 
-fn unwritten(job: &Job, worker: &str, op: &'static str, error: &str) {
+fn unwritten(job: AttemptOf<'_>, worker: &str, op: &'static str, error: &str) {
     count(job, AttemptOutcome::Unwritten, "none");
     tracing::error!(
         job_id = job.id,

@@ -10,7 +10,8 @@ use chrono::DateTime;
 use revenant_core::dependency::{DependencyRecord, WaitReason};
 use revenant_core::store::{FingerprintGroup, PolicyRecord, PolicyScope, RedriveRecord};
 use revenant_core::{
-    fingerprint, DeadReason, ErrorEntry, Job, JobState, LeaseToken, StoreError, Timestamp,
+    fingerprint, ClaimedJob, DeadReason, ErrorEntry, Job, JobState, LeaseToken, StoreError,
+    Timestamp,
 };
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, Sqlite};
@@ -212,6 +213,86 @@ pub(crate) fn jobs_from_json(json: &str) -> Result<Vec<Job>, StoreError> {
             serde_json::from_str::<JobColumns>(object.get())
                 .map_err(|err| StoreError::Corrupt(format!("a job's columns: {err}")))?
                 .into_job()
+        })
+        .collect()
+}
+
+/// A claimed job's columns as job_claimed_run.sql hands them over, before they are
+/// checked and decoded into a [`ClaimedJob`]: the part of [`JobColumns`] a worker
+/// runs the job with, and whether its last attempt was lost to an expired lease.
+#[derive(Debug, serde::Deserialize)]
+struct ClaimedColumns {
+    id: i64,
+    queue: String,
+    kind: String,
+    payload: String,
+    priority: i32,
+    attempts: i32,
+    max_attempts: i32,
+    run_at: i64,
+    attempted_at: Option<i64>,
+    lease_token: Option<i64>,
+    lease_expires_at: Option<i64>,
+    correlation_id: Option<String>,
+    dependency: Option<String>,
+    traceparent: Option<String>,
+    tracestate: Option<String>,
+    reclaimed: bool,
+}
+
+impl ClaimedColumns {
+    fn decode(self) -> Result<ClaimedJob, StoreError> {
+        let claimed = |ms: Option<i64>, column| {
+            let ms = ms.ok_or_else(|| StoreError::Corrupt(format!("claimed with no {column}")))?;
+            timestamp(ms, column)
+        };
+        let payload = serde_json::from_str(&self.payload)
+            .map_err(|err| StoreError::Corrupt(format!("payload is not JSON: {err}")))?;
+        Ok(ClaimedJob {
+            id: self.id,
+            queue: self.queue,
+            kind: self.kind,
+            payload,
+            priority: self.priority,
+            attempts: self.attempts,
+            max_attempts: self.max_attempts,
+            run_at: timestamp(self.run_at, "run_at")?,
+            attempted_at: claimed(self.attempted_at, "attempted_at")?,
+            lease_token: LeaseToken(
+                self.lease_token
+                    .ok_or_else(|| StoreError::Corrupt("claimed with no lease_token".into()))?,
+            ),
+            lease_expires_at: claimed(self.lease_expires_at, "lease_expires_at")?,
+            correlation_id: self.correlation_id,
+            dependency: self.dependency,
+            trace_context: revenant_core::trace::TraceContext::from_stored(
+                self.traceparent,
+                self.tracestate,
+            ),
+            reclaimed: self.reclaimed,
+        })
+    }
+}
+
+/// The claimed jobs of a JSON array of [`ClaimedColumns`] objects
+/// (job_claimed_run.sql), in its order. A value this version cannot read is
+/// [`StoreError::Corrupt`] naming the job.
+pub(crate) fn claimed_from_json(json: &str) -> Result<Vec<ClaimedJob>, StoreError> {
+    let objects: Vec<&serde_json::value::RawValue> = serde_json::from_str(json).map_err(|err| {
+        StoreError::Corrupt(format!(
+            "a batch of claimed jobs is not a JSON array: {err}"
+        ))
+    })?;
+    objects
+        .into_iter()
+        .map(|object| {
+            let columns = serde_json::from_str::<ClaimedColumns>(object.get())
+                .map_err(|err| StoreError::Corrupt(format!("a claimed job's columns: {err}")))?;
+            let id = columns.id;
+            columns.decode().map_err(|err| match err {
+                StoreError::Corrupt(message) => StoreError::Corrupt(format!("job {id}: {message}")),
+                other => other,
+            })
         })
         .collect()
 }

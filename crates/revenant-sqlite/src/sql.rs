@@ -48,6 +48,7 @@ pub(crate) const ATTEMPT_FAILURE_LOG_BATCH: &str =
     include_str!("../queries/attempt_failure_log_batch.sql");
 pub(crate) const JOB_CLAIM_READY: &str = include_str!("../queries/job_claim_ready.sql");
 pub(crate) const JOB_CLAIMED: &str = include_str!("../queries/job_claimed.sql");
+pub(crate) const JOB_CLAIMED_RUN: &str = include_str!("../queries/job_claimed_run.sql");
 pub(crate) const JOB_RUNNING_BY_IDS: &str = include_str!("../queries/job_running_by_ids.sql");
 pub(crate) const JOB_COMPLETE_BATCH: &str = include_str!("../queries/job_complete_batch.sql");
 pub(crate) const JOB_FAIL_RETRY_BATCH: &str = include_str!("../queries/job_fail_retry_batch.sql");

@@ -25,8 +25,8 @@ use revenant_core::store::{
     RedriveHistoryParams, RedriveRecord, WorkerHeartbeatParams, WorkerInfo, WorkerRemoveParams,
 };
 use revenant_core::{
-    fingerprint, DeadReason, ErrorEntry, FailureClass, Job, JobId, JobState, LeaseToken, Store,
-    StoreError, Timestamp,
+    fingerprint, ClaimedJob, DeadReason, ErrorEntry, FailureClass, Job, JobId, JobState,
+    LeaseToken, Store, StoreError, Timestamp,
 };
 use sqlx::query::Query;
 use sqlx::sqlite::{
@@ -39,8 +39,8 @@ use tokio::sync::{Mutex, MutexGuard};
 use crate::error::classify;
 use crate::migrate;
 use crate::row::{
-    decodable_job, get, get_time, group_from_row, job_from_row, jobs_from_json, listed,
-    parse_errors, parse_record, policy_from_row, redrive_from_row, timestamp,
+    claimed_from_json, decodable_job, get, get_time, group_from_row, job_from_row, jobs_from_json,
+    listed, parse_errors, parse_record, policy_from_row, redrive_from_row, timestamp,
 };
 use crate::sql;
 use crate::wake::Wakeups;
@@ -127,7 +127,138 @@ fn configured(options: SqliteConnectOptions, memory: bool) -> SqliteConnectOptio
         .foreign_keys(true)
 }
 
+/// What a claim reads back: whole jobs ([`Store::job_claim`]) or what a worker runs them
+/// with ([`Store::job_claim_run`]). The claim itself is the same; a reclaim (rare, one
+/// statement per job) reads back the whole row and keeps what `Self` holds of it.
+trait ClaimRead: Sized {
+    /// The statement reading the claimed ready jobs back as one JSON array (`?1`: the
+    /// claim's `[id, lease token]` pairs).
+    const READ_BACK: &'static str;
+    /// The jobs of that array, in its order.
+    fn from_json(json: &str) -> Result<Vec<Self>, StoreError>;
+    /// A whole job a reclaim read back.
+    fn from_job(job: Job) -> Result<Self, StoreError>;
+    /// The job's id.
+    fn id(&self) -> JobId;
+}
+
+impl ClaimRead for Job {
+    const READ_BACK: &'static str = sql::JOB_CLAIMED;
+    fn from_json(json: &str) -> Result<Vec<Self>, StoreError> {
+        jobs_from_json(json)
+    }
+    fn from_job(job: Job) -> Result<Self, StoreError> {
+        Ok(job)
+    }
+    fn id(&self) -> JobId {
+        self.id
+    }
+}
+
+impl ClaimRead for ClaimedJob {
+    const READ_BACK: &'static str = sql::JOB_CLAIMED_RUN;
+    fn from_json(json: &str) -> Result<Vec<Self>, StoreError> {
+        claimed_from_json(json)
+    }
+    fn from_job(job: Job) -> Result<Self, StoreError> {
+        ClaimedJob::from_claimed(job)
+    }
+    fn id(&self) -> JobId {
+        self.id
+    }
+}
+
 impl SqliteStore {
+    /// One claim (see [`JobClaimParams`]), read back as whole jobs or as what a worker
+    /// runs them with ([`ClaimRead`]).
+    async fn claim<T: ClaimRead>(&self, params: JobClaimParams) -> Result<Vec<T>, StoreError> {
+        params.validate()?;
+        if params.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let (_turn, mut tx) = self.write().await?;
+        let now = clock(params.now);
+        Self::kill_expired(&mut tx, now, Some(&params.queue)).await?;
+        let paused: Option<i64> = sqlx::query_scalar(sql::QUEUE_PAUSED)
+            .bind(&params.queue)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(classify)?;
+        if paused == Some(1) {
+            tx.commit().await.map_err(classify)?;
+            return Ok(Vec::new());
+        }
+        let candidates = Self::claim_candidates(&mut tx, &params, now).await?;
+        let lease_expires_at = now.saturating_add(millis(params.lease));
+        // Ready candidates are claimed in one statement (the common case, and the one
+        // that sets the pace under load: one round trip for the whole batch, not one per
+        // job), and read back in one more as one value. A reclaim of an expired lease
+        // also writes a history entry, so it stays one statement per job; it is rare.
+        let mut order = Vec::with_capacity(candidates.len());
+        let mut ready = Vec::new();
+        let mut jobs = Vec::with_capacity(candidates.len());
+        for candidate in candidates {
+            order.push(candidate.id);
+            if !candidate.reclaim() {
+                ready.push((candidate.id, LeaseToken::random().0));
+                continue;
+            }
+            // A reclaim: the previous attempt's lease ran out. Say so in the history.
+            let entry = lease_expired_entry(
+                candidate.attempts,
+                candidate.worker,
+                candidate.lease_expires_at,
+                now,
+                false,
+            )?;
+            let errors = push_entry(candidate.errors.as_deref().unwrap_or("[]"), entry)?;
+            log_failure(&mut tx, &params.queue, FailureClass::LeaseExpired, now).await?;
+            let row = sqlx::query(sql::JOB_CLAIM)
+                .bind(candidate.id)
+                .bind(LeaseToken::random().0)
+                .bind(lease_expires_at)
+                .bind(now)
+                .bind(&params.worker)
+                .bind(errors)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(classify)?;
+            jobs.push(T::from_job(job_from_row(&row)?)?);
+        }
+        if !ready.is_empty() {
+            let expected = ready.len();
+            let ready = json_array(&ready)?;
+            let claimed = sqlx::query(sql::JOB_CLAIM_READY)
+                .bind(&ready)
+                .bind(lease_expires_at)
+                .bind(now)
+                .bind(&params.worker)
+                .execute(&mut *tx)
+                .await
+                .map_err(classify)?
+                .rows_affected();
+            let json: String = sqlx::query_scalar(T::READ_BACK)
+                .bind(&ready)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(classify)?;
+            let read = T::from_json(&json)?;
+            if claimed != expected as u64 || read.len() != expected {
+                return Err(StoreError::Corrupt(format!(
+                    "claimed {claimed} and read back {} of {expected} ready candidates in one transaction",
+                    read.len()
+                )));
+            }
+            jobs.extend(read);
+        }
+        // Claim order (priority, run_at, id), as the candidates came.
+        let rank: HashMap<JobId, usize> =
+            order.iter().enumerate().map(|(i, &id)| (id, i)).collect();
+        jobs.sort_by_key(|job| rank.get(&job.id()).copied());
+        tx.commit().await.map_err(classify)?;
+        Ok(jobs)
+    }
+
     /// Opens the database a URL names, creating the file if it is missing:
     /// `sqlite://path/to/revenant.db` (relative to the working directory),
     /// `sqlite:///absolute/path.db`, or `sqlite::memory:` (a private in-memory database,
@@ -972,91 +1103,11 @@ impl Store for SqliteStore {
     }
 
     async fn job_claim(&self, params: JobClaimParams) -> Result<Vec<Job>, StoreError> {
-        params.validate()?;
-        if params.limit == 0 {
-            return Ok(Vec::new());
-        }
-        let (_turn, mut tx) = self.write().await?;
-        let now = clock(params.now);
-        Self::kill_expired(&mut tx, now, Some(&params.queue)).await?;
-        let paused: Option<i64> = sqlx::query_scalar(sql::QUEUE_PAUSED)
-            .bind(&params.queue)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(classify)?;
-        if paused == Some(1) {
-            tx.commit().await.map_err(classify)?;
-            return Ok(Vec::new());
-        }
-        let candidates = Self::claim_candidates(&mut tx, &params, now).await?;
-        let lease_expires_at = now.saturating_add(millis(params.lease));
-        // Ready candidates are claimed in one statement (the common case, and the one
-        // that sets the pace under load: one round trip for the whole batch, not one per
-        // job), and read back in one more as one value. A reclaim of an expired lease
-        // also writes a history entry, so it stays one statement per job; it is rare.
-        let mut order = Vec::with_capacity(candidates.len());
-        let mut ready = Vec::new();
-        let mut jobs = Vec::with_capacity(candidates.len());
-        for candidate in candidates {
-            order.push(candidate.id);
-            if !candidate.reclaim() {
-                ready.push((candidate.id, LeaseToken::random().0));
-                continue;
-            }
-            // A reclaim: the previous attempt's lease ran out. Say so in the history.
-            let entry = lease_expired_entry(
-                candidate.attempts,
-                candidate.worker,
-                candidate.lease_expires_at,
-                now,
-                false,
-            )?;
-            let errors = push_entry(candidate.errors.as_deref().unwrap_or("[]"), entry)?;
-            log_failure(&mut tx, &params.queue, FailureClass::LeaseExpired, now).await?;
-            let row = sqlx::query(sql::JOB_CLAIM)
-                .bind(candidate.id)
-                .bind(LeaseToken::random().0)
-                .bind(lease_expires_at)
-                .bind(now)
-                .bind(&params.worker)
-                .bind(errors)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(classify)?;
-            jobs.push(job_from_row(&row)?);
-        }
-        if !ready.is_empty() {
-            let expected = ready.len();
-            let ready = json_array(&ready)?;
-            let claimed = sqlx::query(sql::JOB_CLAIM_READY)
-                .bind(&ready)
-                .bind(lease_expires_at)
-                .bind(now)
-                .bind(&params.worker)
-                .execute(&mut *tx)
-                .await
-                .map_err(classify)?
-                .rows_affected();
-            let json: String = sqlx::query_scalar(sql::JOB_CLAIMED)
-                .bind(&ready)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(classify)?;
-            let read = jobs_from_json(&json)?;
-            if claimed != expected as u64 || read.len() != expected {
-                return Err(StoreError::Corrupt(format!(
-                    "claimed {claimed} and read back {} of {expected} ready candidates in one transaction",
-                    read.len()
-                )));
-            }
-            jobs.extend(read);
-        }
-        // Claim order (priority, run_at, id), as the candidates came.
-        let rank: HashMap<JobId, usize> =
-            order.iter().enumerate().map(|(i, &id)| (id, i)).collect();
-        jobs.sort_by_key(|job| rank.get(&job.id).copied());
-        tx.commit().await.map_err(classify)?;
-        Ok(jobs)
+        self.claim(params).await
+    }
+
+    async fn job_claim_run(&self, params: JobClaimParams) -> Result<Vec<ClaimedJob>, StoreError> {
+        self.claim(params).await
     }
 
     async fn job_heartbeat(&self, params: JobHeartbeatParams) -> Result<Fenced, StoreError> {

@@ -90,9 +90,11 @@ async fn policy_list_skips_a_stored_policy_that_no_longer_decodes() {
     assert_eq!(scopes, vec![PolicyScope::Default]);
 }
 
-/// A claimed batch is handed over as one JSON value (job_claimed.sql); a payload in it
-/// that is not JSON still fails the claim naming the job and the column, and the claim
-/// writes nothing: every job stays ready.
+/// A claimed batch is handed over as one JSON value (job_claimed.sql, and
+/// job_claimed_run.sql for the runtime's claim); a payload in it that is not JSON still
+/// fails the claim naming the job and the column, and the claim writes nothing: every
+/// job stays ready. A history that is not JSON does not fail the runtime's claim, which
+/// reads no history beyond whether the last attempt's lease expired.
 #[tokio::test]
 async fn a_claim_names_a_job_whose_payload_cannot_be_decoded_and_claims_nothing() {
     use revenant_core::store::JobClaimParams;
@@ -116,16 +118,38 @@ async fn a_claim_names_a_job_whose_payload_cannot_be_decoded_and_claims_nothing(
         now: Some(t0()),
         reclaim: true,
     };
-    match store.job_claim(claim).await {
-        Err(StoreError::Corrupt(message)) => {
-            assert!(message.contains(&format!("job {}", ids[1])), "{message}");
-            assert!(message.contains("payload"), "{message}");
+    for run in [false, true] {
+        let answer = if run {
+            store
+                .job_claim_run(claim.clone())
+                .await
+                .map(|jobs| jobs.len())
+        } else {
+            store.job_claim(claim.clone()).await.map(|jobs| jobs.len())
+        };
+        match answer {
+            Err(StoreError::Corrupt(message)) => {
+                assert!(message.contains(&format!("job {}", ids[1])), "{message}");
+                assert!(message.contains("payload"), "{message}");
+            }
+            other => panic!("expected a corrupt-row error (run: {run}), got {other:?}"),
         }
-        other => panic!("expected a corrupt-row error, got {other:?}"),
+        for id in [ids[0], ids[2]] {
+            let job = store.job_get(JobGetParams { id }).await.unwrap().unwrap();
+            assert_eq!(job.status, JobState::Ready, "job {id} was not claimed");
+            assert_eq!(job.attempts, 0);
+        }
     }
-    for id in [ids[0], ids[2]] {
-        let job = store.job_get(JobGetParams { id }).await.unwrap().unwrap();
-        assert_eq!(job.status, JobState::Ready, "job {id} was not claimed");
-        assert_eq!(job.attempts, 0);
-    }
+
+    sqlx::query("UPDATE jobs SET payload = '{}', errors = '[not json' WHERE id = ?1")
+        .bind(ids[1])
+        .execute(&raw)
+        .await
+        .unwrap();
+    let claimed = store
+        .job_claim_run(claim)
+        .await
+        .expect("the runtime's claim");
+    assert_eq!(claimed.len(), 3);
+    assert!(claimed.iter().all(|job| !job.reclaimed));
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use revenant::dependency::DependencyState;
 use revenant::store::*;
-use revenant::{Job, JobId, Store, StoreError, Timestamp};
+use revenant::{ClaimedJob, Job, JobId, Store, StoreError, Timestamp};
 
 use crate::ledger::{now_micros, AckOp, AckResult, Event, LedgerWriter};
 
@@ -104,6 +104,27 @@ impl Store for RecordingStore {
                     run_at: job.run_at.timestamp_micros(),
                     db_t: job.attempted_at.map_or(0, |at| at.timestamp_micros()),
                     lease_until: job.lease_expires_at.map_or(0, |at| at.timestamp_micros()),
+                });
+            }
+        }
+        result
+    }
+    async fn job_claim_run(&self, p: JobClaimParams) -> Result<Vec<ClaimedJob>, StoreError> {
+        let t0 = now_micros();
+        let result = self.inner.job_claim_run(p).await;
+        if let Ok(jobs) = &result {
+            let t = now_micros();
+            for job in jobs {
+                self.ledger.must(&Event::Claimed {
+                    job: job.id,
+                    attempt: job.attempts,
+                    token: job.lease_token.0,
+                    pid: self.pid,
+                    t0,
+                    t,
+                    run_at: job.run_at.timestamp_micros(),
+                    db_t: job.attempted_at.timestamp_micros(),
+                    lease_until: job.lease_expires_at.timestamp_micros(),
                 });
             }
         }

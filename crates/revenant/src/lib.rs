@@ -80,9 +80,9 @@ pub use revenant_core::{
     store, trace,
 };
 pub use revenant_core::{
-    Backoff, DeadReason, ErrorEntry, FailureClass, InputError, Jitter, Job, JobId, JobState,
-    LeaseToken, NewJob, Outcome, PolicyError, PolicySet, Rate, RetryPolicy, Store, StoreError,
-    Timestamp, Transition,
+    Backoff, ClaimedJob, DeadReason, ErrorEntry, FailureClass, InputError, Jitter, Job, JobId,
+    JobState, LeaseToken, NewJob, Outcome, PolicyError, PolicySet, Rate, RetryPolicy, Store,
+    StoreError, Timestamp, Transition,
 };
 pub use revenant_runtime::{alert, settle};
 pub use revenant_runtime::{

@@ -462,3 +462,92 @@ pub async fn sweep_makes_expired_jobs_with_no_attempts_left_dead(store: Arc<dyn 
         .unwrap();
     assert!(again.is_empty());
 }
+
+/// The runtime's claim (`job_claim_run`) is the same claim, read back as only what a
+/// worker runs each job with: the same jobs in the same order, each field what the
+/// stored row holds, and `reclaimed` set where the job's last attempt was lost to an
+/// expired lease (a reclaim; and a reclaimed job released since, whose next claim is
+/// of a ready job) and nowhere else (a job retried after an ordinary failure). It
+/// refuses what `job_claim` refuses.
+pub async fn claim_run_returns_what_a_worker_runs_each_job_with(store: Arc<dyn Store>) {
+    use revenant_core::trace::TraceContext;
+    use revenant_core::ClaimedJob;
+    let stage = Stage::new(store.clone());
+    let payload =
+        serde_json::json!({"name": "Zoë \"Ünï\" 客户 🧾", "big": 9_007_199_254_740_993_i64});
+    let expired = stage.running(job("q", "k"), t0()).await.id;
+    let released = stage.running(job("r", "k"), t0()).await.id;
+    let retried = stage
+        .retrying(job("q", "k").with_priority(5), t0(), secs(1))
+        .await
+        .id;
+    let full = stage
+        .enqueue(
+            NewJob::new("q", "send_receipt", payload.clone())
+                .with_priority(5)
+                .with_max_attempts(7)
+                .with_group("customer 42")
+                .with_correlation_id("req-é")
+                .with_trace_context(
+                    TraceContext::new(
+                        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                        Some("rojo=00f067aa0ba902b7"),
+                    )
+                    .unwrap(),
+                ),
+        )
+        .await;
+    let bare = stage.enqueue(job("q", "k")).await;
+
+    let claim_run =
+        |queue: &str, limit, now| store.job_claim_run(claim_params(queue, "wörker 1", limit, now));
+    let claimed = claim_run("q", 10, at(100)).await.expect("job_claim_run");
+    // Priority 5 first, by run_at (`full` due at t0, the retry at 1 s), then the
+    // expired lease (run_at t0) before `bare` (enqueued at its own t0, a later id).
+    assert_eq!(
+        claimed.iter().map(|job| job.id).collect::<Vec<_>>(),
+        vec![full, retried, expired, bare]
+    );
+    for job in &claimed {
+        let stored = ClaimedJob::from_claimed(stage.get(job.id).await).expect("a claimed job");
+        assert_eq!(job, &stored, "the claim returns the stored row's part");
+        assert_eq!(job.attempted_at, at(100));
+        assert_eq!(job.lease_expires_at, at(130));
+        assert_eq!(job.reclaimed, job.id == expired, "job {}", job.id);
+    }
+    assert_eq!(claimed[0].payload, payload);
+    assert_eq!(claimed[0].correlation_id.as_deref(), Some("req-é"));
+    assert!(claimed[0].trace_context.is_some());
+    assert_eq!(claimed[1].attempts, 2);
+
+    // A reclaimed job given back unstarted: its next claim takes a ready job whose last
+    // attempt was still lost to an expired lease.
+    let reclaim = claim_run("r", 10, at(100)).await.expect("job_claim_run");
+    assert_eq!(reclaim.len(), 1);
+    assert!(reclaim[0].reclaimed);
+    let release = store
+        .job_release(JobReleaseParams {
+            leases: vec![LeaseRef {
+                id: released,
+                lease_token: reclaim[0].lease_token,
+            }],
+            now: Some(at(101)),
+        })
+        .await
+        .expect("job_release");
+    assert_eq!(release, vec![Fenced::Applied]);
+    let again = claim_run("r", 10, at(102)).await.expect("job_claim_run");
+    assert_eq!(again.len(), 1);
+    assert!(again[0].reclaimed);
+    assert_eq!(
+        again[0],
+        ClaimedJob::from_claimed(stage.get(released).await).expect("a claimed job")
+    );
+
+    assert!(claim_run("q", 0, at(200)).await.unwrap().is_empty());
+    let bad_queue = claim_run("bad queue", 1, t0()).await;
+    assert!(
+        matches!(bad_queue, Err(StoreError::Input(ref e)) if e.field == "queue"),
+        "{bad_queue:?}"
+    );
+}

@@ -456,8 +456,9 @@ pub async fn drain(args: &Args) -> Result<serde_json::Value, Error> {
     ))
 }
 
-/// `drain` with `--system store`: `job_claim(concurrency)` then `job_complete` of what
-/// was claimed, in a loop, until a claim comes back empty. No runtime.
+/// `drain` with `--system store`: `job_claim_run(concurrency)` (the claim the runtime
+/// makes) then `job_complete` of what was claimed, in a loop, until a claim comes back
+/// empty. No runtime.
 pub async fn store_drain(args: &Args) -> Result<serde_json::Value, Error> {
     let store = connect(args).await?;
     let deadline = args.deadline();
@@ -469,7 +470,7 @@ pub async fn store_drain(args: &Args) -> Result<serde_json::Value, Error> {
     let mut done = 0_u64;
     while tokio::time::Instant::now() < deadline {
         let claimed = store
-            .job_claim(JobClaimParams {
+            .job_claim_run(JobClaimParams {
                 queue: args.queue.clone(),
                 worker: worker.clone(),
                 limit: u32::try_from(args.concurrency.max(1)).unwrap_or(u32::MAX),
@@ -483,11 +484,9 @@ pub async fn store_drain(args: &Args) -> Result<serde_json::Value, Error> {
         }
         let leases = claimed
             .iter()
-            .filter_map(|j| {
-                j.lease_token.map(|lease_token| LeaseRef {
-                    id: j.id,
-                    lease_token,
-                })
+            .map(|j| LeaseRef {
+                id: j.id,
+                lease_token: j.lease_token,
             })
             .collect::<Vec<_>>();
         done += leases.len() as u64;
