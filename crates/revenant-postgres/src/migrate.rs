@@ -82,6 +82,11 @@ const MIGRATIONS: &[Known] = &[
         name: "jobs_vacuum",
         sql: include_str!("../migrations/0009_jobs_vacuum.sql"),
     },
+    Known {
+        version: 10,
+        name: "append_error",
+        sql: include_str!("../migrations/0010_append_error.sql"),
+    },
 ];
 
 /// The first key of the advisory lock (`'rvnt'`); the second is the schema's hash.

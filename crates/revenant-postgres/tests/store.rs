@@ -1275,3 +1275,62 @@ async fn a_role_that_does_not_own_the_table_may_not_vacuum_it() {
         .await;
     assert_eq!(outcome.unwrap(), JobVacuumed::NotPermitted);
 }
+
+/// `append_error` since migration 10 appends without a query when the history has
+/// room: the same answer as the query of migration 1 (kept here as the reference) for
+/// every length of history around the kept count, for the kept counts at their edges,
+/// and for NULLs (a negative count fails either way, as a negative `LIMIT`).
+#[tokio::test]
+async fn append_error_keeps_the_newest_entries_as_the_query_did() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let schema = format!("\"{}\"", db.schema);
+    let mut conn = db.store.pool().acquire().await.unwrap();
+    sqlx::raw_sql(
+        "CREATE FUNCTION pg_temp.reference_append(history jsonb, entry jsonb, keep integer)
+         RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+             SELECT coalesce(jsonb_agg(e ORDER BY n), '[]'::jsonb)
+             FROM (
+                 SELECT e, n
+                 FROM jsonb_array_elements(history || jsonb_build_array(entry))
+                      WITH ORDINALITY AS x(e, n)
+                 ORDER BY n DESC
+                 LIMIT keep
+             ) newest
+         $$",
+    )
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    let (cases, differ, appended): (i64, i64, i64) = sqlx::query_as(&format!(
+        "WITH cases AS (
+             SELECT h.history, k.keep,
+                    jsonb_build_object('attempt', 99, 'message', 'the newest') AS entry
+             FROM (SELECT coalesce(jsonb_agg(jsonb_build_object('attempt', i))
+                                   FILTER (WHERE i IS NOT NULL), '[]'::jsonb)
+                          AS history
+                   FROM generate_series(0, 25) AS len
+                   LEFT JOIN LATERAL generate_series(1, len) AS i ON true
+                   GROUP BY len
+                   UNION ALL SELECT NULL) h
+             CROSS JOIN (VALUES (0), (1), (2), (5), (19), (20), (21), (NULL::int)) k(keep)
+         )
+         SELECT count(*),
+                count(*) FILTER (WHERE {schema}.append_error(history, entry, keep)
+                                 IS DISTINCT FROM pg_temp.reference_append(history, entry, keep)),
+                count(*) FILTER (WHERE jsonb_array_length(
+                                           {schema}.append_error(history, entry, keep))
+                                       = jsonb_array_length(history) + 1)
+         FROM cases"
+    ))
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    // 27 histories (lengths 0 to 25, and NULL) times 8 kept counts.
+    assert_eq!(cases, 27 * 8);
+    assert_eq!(differ, 0, "append_error differs from the query it replaces");
+    // Every entry kept where there was room (a history shorter than the kept count: 1 +
+    // 2 + 5 + 19 + 20 + 21 = 68 cases, the new path) or no limit (NULL: 26 histories).
+    assert_eq!(appended, 68 + 26);
+}
