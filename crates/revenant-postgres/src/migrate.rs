@@ -87,6 +87,11 @@ const MIGRATIONS: &[Known] = &[
         name: "append_error",
         sql: include_str!("../migrations/0010_append_error.sql"),
     },
+    Known {
+        version: 11,
+        name: "jobs_fillfactor",
+        sql: include_str!("../migrations/0011_jobs_fillfactor.sql"),
+    },
 ];
 
 /// The first key of the advisory lock (`'rvnt'`); the second is the schema's hash.
