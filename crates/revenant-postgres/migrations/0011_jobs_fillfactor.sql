@@ -2,8 +2,8 @@
 -- so a job's claim and its completion write the row's new version on the page that
 -- already holds it.
 --
--- Every state change of a job is an UPDATE that changes `status`, which every partial
--- index names in its predicate, so none of them is a HOT update: each one writes a new
+-- Every state change of a job is an UPDATE that changes `status`, which the partial
+-- indexes name in their predicates, so none of them is a HOT update: each one writes a new
 -- version of the row and an entry in the primary key and in the index of the new state,
 -- whatever the fillfactor. What the free space changes is where the new version goes.
 -- On a full page (the default, 100) PostgreSQL moves it to another page: it first marks
@@ -20,8 +20,8 @@
 -- the pages they came from half empty. The price is space: a backlog waiting to be
 -- claimed takes twice the pages, and completed jobs kept under a steady load sit at
 -- about half the density (W5: 356 bytes of heap a row against 176), bounded by the
--- retention. WAL is what replicas and the archive take for every job; the heap is a
--- day of jobs at most.
+-- retention. WAL is what replicas and the archive take for every job; the heap holds
+-- the retention's jobs at most (a day by default).
 --
 -- It applies to pages written from here on: an existing table's full pages fill as
 -- before until their rows are pruned or the table is rewritten. The lock it takes
