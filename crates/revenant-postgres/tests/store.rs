@@ -1370,4 +1370,6 @@ async fn append_error_keeps_the_newest_entries_as_the_query_did() {
     // Every entry kept where there was room (a history shorter than the kept count: 1 +
     // 2 + 5 + 19 + 20 + 21 = 68 cases, the new path) or no limit (NULL: 26 histories).
     assert_eq!(appended, 68 + 26);
+    drop(conn);
+    db.drop_schema().await;
 }
