@@ -1,8 +1,9 @@
 -- job_fail: record one failed attempt per element of $2..$8 and move each job that
 -- still holds its lease to ready at now + delay (retry) or to dead with the
 -- fingerprint $10 (NULL for a retry). Returns the ids that held their lease, and logs
--- one failure per such job in attempt_failures (queue_stats' failure count). $1: now
--- (NULL: the database clock). $9: how many history entries a job keeps.
+-- them in attempt_failures (queue_stats' failure count): one row per queue and class
+-- with how many failed (migration 12 says why). $1: now (NULL: the database clock). $9:
+-- how many history entries a job keeps.
 -- The lease token alone fences: a row holds one only while running (the CHECK in
 -- 0001_jobs.sql), so `j.status = 'running'` would add nothing but a plan. With it, the
 -- partial index jobs_running_idx matched, and the generic plan (statistics taken when
@@ -36,7 +37,7 @@ failed AS (
               i.class, t.now AS at
 ),
 logged AS (
-    INSERT INTO {schema}.attempt_failures (queue, class, at)
-    SELECT f.queue, f.class, f.at FROM failed f
+    INSERT INTO {schema}.attempt_failures (queue, class, at, failures)
+    SELECT f.queue, f.class, f.at, count(*) FROM failed f GROUP BY f.queue, f.class, f.at
 )
 SELECT f.id, f.lease_token, f.queue, f.wake FROM failed f

@@ -3,7 +3,8 @@
 -- Completions and failures are counted in (now - $4 ms, now].
 --
 -- The counts scan the queue's jobs (completed ones included); the runtime samples this
--- every few seconds, not per job.
+-- every few seconds, not per job. A failure-log row counts `failures` failed attempts
+-- (a batch of job_fail writes one per queue and class).
 WITH t AS (
     SELECT date_trunc('milliseconds', coalesce($1::timestamptz, now())) AS now
 )
@@ -27,7 +28,7 @@ SELECT
     count(*) FILTER (WHERE j.status = 'completed'
                        AND j.finished_at > t.now - $4::float8 * interval '1 millisecond'
                        AND j.finished_at <= t.now) AS completed_last_interval,
-    (SELECT count(*) FROM {schema}.attempt_failures f
+    (SELECT coalesce(sum(f.failures), 0) FROM {schema}.attempt_failures f
      WHERE f.queue = q.name
        AND f.at > t.now - $4::float8 * interval '1 millisecond'
        AND f.at <= t.now) AS failed_last_interval

@@ -92,6 +92,11 @@ const MIGRATIONS: &[Known] = &[
         name: "jobs_fillfactor",
         sql: include_str!("../migrations/0011_jobs_fillfactor.sql"),
     },
+    Known {
+        version: 12,
+        name: "attempt_failures_count",
+        sql: include_str!("../migrations/0012_attempt_failures_count.sql"),
+    },
 ];
 
 /// The first key of the advisory lock (`'rvnt'`); the second is the schema's hash.

@@ -9,9 +9,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::DateTime;
+use revenant_core::decide::Failure;
 use revenant_core::store::{
-    Fenced, JobClaimParams, JobCompleteParams, JobEnqueueParams, JobGetParams, JobListParams,
-    JobSweepParams, JobVacuumParams, JobVacuumed, LeaseRef,
+    FailAction, Fenced, JobClaimParams, JobCompleteParams, JobEnqueueParams, JobFailParams,
+    JobFailure, JobGetParams, JobListParams, JobSweepParams, JobVacuumParams, JobVacuumed,
+    LeaseRef,
 };
 use revenant_core::{DeadReason, FailureClass, JobState, NewJob, Store, StoreError, Timestamp};
 use revenant_postgres::{PgStore, PgStoreOptions};
@@ -1125,6 +1127,62 @@ async fn a_claimed_job_stays_on_its_page() {
         stayed >= 500,
         "{stayed} of 1,000 claimed jobs stayed on their page (rows were on {} pages)",
         pages_used.len()
+    );
+    drop(conn);
+    db.drop_schema().await;
+}
+
+/// A batch of failures logs one row per queue and class, with how many failed
+/// (migration 0012), not a row for each: a failure storm's batches of hundreds write a
+/// row or two to the failure log instead of hundreds, each with its two index entries.
+#[tokio::test]
+async fn a_batch_of_failures_logs_a_row_per_class() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let (schema, mut conn) = analyzed_jobs(&db, 1_000).await;
+    let claimed = db.store.job_claim(claim("big", 1_000, None)).await.unwrap();
+    assert_eq!(claimed.len(), 1_000);
+    let failures = claimed
+        .iter()
+        .enumerate()
+        .map(|(i, job)| JobFailure {
+            lease: LeaseRef {
+                id: job.id,
+                lease_token: job.lease_token.unwrap(),
+            },
+            failure: Failure {
+                class: if i % 4 == 0 {
+                    FailureClass::Timeout
+                } else {
+                    FailureClass::Transient
+                },
+                message: "the provider said 503".into(),
+            },
+            action: FailAction::Retry {
+                delay: Duration::from_secs(60),
+            },
+            worker: None,
+        })
+        .collect();
+    let written = db
+        .store
+        .job_fail(JobFailParams {
+            failures,
+            now: None,
+        })
+        .await
+        .unwrap();
+    assert!(written.iter().all(|f| *f == Fenced::Applied));
+    let rows: Vec<(String, i32)> = sqlx::query_as(&format!(
+        "SELECT class, failures FROM {schema}.attempt_failures ORDER BY class"
+    ))
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        rows,
+        vec![("timeout".to_string(), 250), ("transient".to_string(), 750)]
     );
     drop(conn);
     db.drop_schema().await;

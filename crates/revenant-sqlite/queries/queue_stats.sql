@@ -16,7 +16,7 @@ SELECT
     MAX(CASE WHEN j.status = 'completed' THEN j.finished_at END) AS last_completed_at,
     COALESCE(SUM(j.status = 'completed' AND j.finished_at > ?4 AND j.finished_at <= ?1), 0)
         AS completed_last_interval,
-    (SELECT COUNT(*) FROM attempt_failures f
+    (SELECT COALESCE(SUM(f.failures), 0) FROM attempt_failures f
      WHERE f.queue = q.name AND f.at > ?4 AND f.at <= ?1) AS failed_last_interval,
     (SELECT COUNT(*) FROM workers w
      WHERE w.last_seen_at >= ?3

@@ -1,6 +1,6 @@
 //! [`SqliteStore`]: the [`Store`] trait on one SQLite file.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -1182,7 +1182,8 @@ impl Store for SqliteStore {
             Self::running_by_ids(&mut tx, params.failures.iter().map(|f| f.lease.id)).await?;
         let mut results = Vec::with_capacity(params.failures.len());
         let mut retries: Vec<(JobId, i64, String)> = Vec::new();
-        let mut logged: Vec<(String, &'static str)> = Vec::new();
+        // Failures per queue and class: the failure log gets one row for each.
+        let mut logged: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
         let mut wake = BTreeSet::new();
         for failure in &params.failures {
             let lease = failure.lease;
@@ -1200,7 +1201,9 @@ impl Store for SqliteStore {
                 worker: failure.worker.clone().or(row.worker),
             };
             let errors = push_entry(&row.errors, entry)?;
-            logged.push((queue.clone(), failure.failure.class.as_str()));
+            *logged
+                .entry((queue.clone(), failure.failure.class.as_str()))
+                .or_default() += 1;
             match &failure.action {
                 FailAction::Retry { delay } => {
                     let delay = held_delay(*delay);
@@ -1236,6 +1239,10 @@ impl Store for SqliteStore {
                 .map_err(classify)?;
         }
         if !logged.is_empty() {
+            let logged: Vec<(&str, &str, i64)> = logged
+                .iter()
+                .map(|((queue, class), n)| (queue.as_str(), *class, *n))
+                .collect();
             sqlx::query(sql::ATTEMPT_FAILURE_LOG_BATCH)
                 .bind(json_array(&logged)?)
                 .bind(now)

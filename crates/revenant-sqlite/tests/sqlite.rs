@@ -95,3 +95,69 @@ async fn two_handles_on_one_file_never_claim_the_same_job() {
         "a job was claimed twice"
     );
 }
+
+/// A batch of failures logs one row per queue and class, with how many failed
+/// (migration 0012), not a row for each: the one writer inserts a row or two for a
+/// batch of hundreds.
+#[tokio::test]
+async fn a_batch_of_failures_logs_a_row_per_class() {
+    use revenant_core::decide::Failure;
+    use revenant_core::store::{FailAction, Fenced, JobFailParams, JobFailure, LeaseRef};
+    use revenant_core::FailureClass;
+
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("failures.db").display());
+    let store = SqliteStore::connect(&url).await.unwrap();
+    store.job_enqueue(enqueue(100)).await.unwrap();
+    let claimed = store
+        .job_claim(claim_params("q", "w", 100, at(1)))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 100);
+    let failures = claimed
+        .iter()
+        .enumerate()
+        .map(|(i, job)| JobFailure {
+            lease: LeaseRef {
+                id: job.id,
+                lease_token: job.lease_token.unwrap(),
+            },
+            failure: Failure {
+                class: if i % 4 == 0 {
+                    FailureClass::Timeout
+                } else {
+                    FailureClass::Transient
+                },
+                message: "the provider said 503".into(),
+            },
+            action: FailAction::Retry {
+                delay: Duration::from_secs(60),
+            },
+            worker: None,
+        })
+        .collect();
+    let written = store
+        .job_fail(JobFailParams {
+            failures,
+            now: Some(at(2)),
+        })
+        .await
+        .unwrap();
+    assert!(written.iter().all(|f| *f == Fenced::Applied));
+    let path = dir.path().join("failures.db");
+    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&format!(
+        "sqlite://{}",
+        path.display()
+    ))
+    .await
+    .unwrap();
+    let rows: Vec<(String, i64)> =
+        sqlx::query_as("SELECT class, failures FROM attempt_failures ORDER BY class")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(
+        rows,
+        vec![("timeout".to_string(), 25), ("transient".to_string(), 75)]
+    );
+}

@@ -237,6 +237,95 @@ pub async fn queue_stats_count_completions_and_failures_in_the_interval(store: A
     );
 }
 
+/// A batch of failures (one `job_fail` call, as the runtime's completer writes them)
+/// counts each failed attempt once, per queue, whatever the store keeps per failure
+/// (one row per queue and class of a batch, since migration 12); a failure whose lease
+/// was lost counts nothing, and pruning drops a batch's failures with its time.
+pub async fn a_batch_of_failures_counts_each_failure(store: Arc<dyn Store>) {
+    let stage = Stage::new(store.clone());
+    let mut emails = Vec::new();
+    for _ in 0..7 {
+        emails.push(stage.running(job("emails", "k"), at(900)).await);
+    }
+    let sms = stage.running(job("sms", "k"), at(900)).await;
+    let failed = |job: &Job, class: FailureClass, action: FailAction| JobFailure {
+        lease: lease_of(job),
+        failure: failure(class, "the provider said 503"),
+        action,
+        worker: job.worker.clone(),
+    };
+    let retry = || FailAction::Retry { delay: secs(3_600) };
+    let mut stale = lease_of(&emails[6]);
+    stale.lease_token = revenant_core::LeaseToken(stale.lease_token.0 ^ 1);
+    let first = store
+        .job_fail(JobFailParams {
+            failures: vec![
+                failed(&emails[0], FailureClass::Transient, retry()),
+                failed(&emails[1], FailureClass::Transient, retry()),
+                failed(&emails[2], FailureClass::Transient, retry()),
+                failed(&emails[3], FailureClass::Timeout, retry()),
+                failed(
+                    &emails[4],
+                    FailureClass::Permanent,
+                    FailAction::Dead {
+                        reason: DeadReason::Permanent,
+                    },
+                ),
+                failed(&sms, FailureClass::Transient, retry()),
+                JobFailure {
+                    lease: stale,
+                    failure: failure(FailureClass::Transient, "a lease this worker lost"),
+                    action: retry(),
+                    worker: None,
+                },
+            ],
+            now: Some(at(990)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(first.iter().filter(|f| **f == Fenced::Applied).count(), 6);
+    assert_eq!(first[6], Fenced::LeaseLost);
+    let second = store
+        .job_fail(JobFailParams {
+            failures: vec![
+                failed(&emails[5], FailureClass::Transient, retry()),
+                failed(&emails[6], FailureClass::Transient, retry()),
+            ],
+            now: Some(at(995)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(second, vec![Fenced::Applied, Fenced::Applied]);
+
+    let failures = |now: Timestamp| {
+        let store = store.clone();
+        async move {
+            stats(&store, None, now)
+                .await
+                .iter()
+                .map(|s| (s.queue.clone(), s.failed_last_interval))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        failures(at(1_000)).await,
+        vec![("emails".to_string(), 7), ("sms".to_string(), 1)]
+    );
+    // Prune with an 8 s retention at 1_000: the first batch (990) goes, the second stays.
+    store
+        .job_prune(JobPruneParams {
+            retention: secs(8),
+            limit: 1_000,
+            now: Some(at(1_000)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        failures(at(1_000)).await,
+        vec![("emails".to_string(), 2), ("sms".to_string(), 0)]
+    );
+}
+
 /// A queue's history is rebuilt from the jobs' times: each point counts the jobs due
 /// and not yet claimed or finished by then (ready jobs while they stay ready), and the
 /// jobs dead by then; a time exactly on a point counts at that point.
