@@ -1,13 +1,16 @@
-//! SQLite-only behaviour: URLs, reopening a file, and several handles (as the CLI and
-//! a worker are) writing one database at once.
+//! SQLite-only behaviour: URLs, reopening a file, several handles (as the CLI and a
+//! worker are) writing one database at once, and what the failure log stores.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use revenant_conformance::stage::{at, claim_params, job, t0};
-use revenant_core::store::{JobEnqueueParams, JobGetParams};
-use revenant_core::{JobState, Store, StoreError};
+use revenant_core::decide::Failure;
+use revenant_core::store::{
+    FailAction, Fenced, JobEnqueueParams, JobFailParams, JobFailure, JobGetParams, LeaseRef,
+};
+use revenant_core::{FailureClass, JobState, Store, StoreError};
 use revenant_sqlite::SqliteStore;
 
 fn enqueue(n: usize) -> JobEnqueueParams {
@@ -101,10 +104,6 @@ async fn two_handles_on_one_file_never_claim_the_same_job() {
 /// batch of hundreds.
 #[tokio::test]
 async fn a_batch_of_failures_logs_a_row_per_class() {
-    use revenant_core::decide::Failure;
-    use revenant_core::store::{FailAction, Fenced, JobFailParams, JobFailure, LeaseRef};
-    use revenant_core::FailureClass;
-
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("failures.db").display());
     let store = SqliteStore::connect(&url).await.unwrap();
