@@ -74,6 +74,38 @@ pub fn failure(class: FailureClass, message: &str) -> Failure {
     }
 }
 
+/// One failed attempt of a claimed job, as the runtime hands it to `job_fail`.
+pub fn failure_of(job: &Job, failure: Failure, action: FailAction) -> JobFailure {
+    JobFailure {
+        lease: lease_of(job),
+        failure,
+        action,
+        worker: job.worker.clone(),
+    }
+}
+
+/// A failure storm over claimed jobs, for one `job_fail` batch: one in four a
+/// timeout, the rest transient, each retried in a minute.
+pub fn failure_storm(jobs: &[Job]) -> Vec<JobFailure> {
+    jobs.iter()
+        .enumerate()
+        .map(|(i, job)| {
+            let class = if i % 4 == 0 {
+                FailureClass::Timeout
+            } else {
+                FailureClass::Transient
+            };
+            failure_of(
+                job,
+                failure(class, "the provider said 503"),
+                FailAction::Retry {
+                    delay: Duration::from_secs(60),
+                },
+            )
+        })
+        .collect()
+}
+
 /// Claim params for `queue` by `worker` at `now` with [`LEASE`].
 pub fn claim_params(queue: &str, worker: &str, limit: u32, now: Timestamp) -> JobClaimParams {
     JobClaimParams {
@@ -200,12 +232,7 @@ impl Stage {
         let result = self
             .store
             .job_fail(JobFailParams {
-                failures: vec![JobFailure {
-                    lease: lease_of(job),
-                    failure,
-                    action,
-                    worker: job.worker.clone(),
-                }],
+                failures: vec![failure_of(job, failure, action)],
                 now: Some(now),
             })
             .await

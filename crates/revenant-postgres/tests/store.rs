@@ -9,11 +9,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::DateTime;
-use revenant_core::decide::Failure;
+use revenant_conformance::stage::failure_storm;
 use revenant_core::store::{
-    FailAction, Fenced, JobClaimParams, JobCompleteParams, JobEnqueueParams, JobFailParams,
-    JobFailure, JobGetParams, JobListParams, JobSweepParams, JobVacuumParams, JobVacuumed,
-    LeaseRef,
+    Fenced, JobClaimParams, JobCompleteParams, JobEnqueueParams, JobFailParams, JobGetParams,
+    JobListParams, JobSweepParams, JobVacuumParams, JobVacuumed, LeaseRef,
 };
 use revenant_core::{DeadReason, FailureClass, JobState, NewJob, Store, StoreError, Timestamp};
 use revenant_postgres::{PgStore, PgStoreOptions};
@@ -1143,32 +1142,10 @@ async fn a_batch_of_failures_logs_a_row_per_class() {
     let (schema, mut conn) = analyzed_jobs(&db, 1_000).await;
     let claimed = db.store.job_claim(claim("big", 1_000, None)).await.unwrap();
     assert_eq!(claimed.len(), 1_000);
-    let failures = claimed
-        .iter()
-        .enumerate()
-        .map(|(i, job)| JobFailure {
-            lease: LeaseRef {
-                id: job.id,
-                lease_token: job.lease_token.unwrap(),
-            },
-            failure: Failure {
-                class: if i % 4 == 0 {
-                    FailureClass::Timeout
-                } else {
-                    FailureClass::Transient
-                },
-                message: "the provider said 503".into(),
-            },
-            action: FailAction::Retry {
-                delay: Duration::from_secs(60),
-            },
-            worker: None,
-        })
-        .collect();
     let written = db
         .store
         .job_fail(JobFailParams {
-            failures,
+            failures: failure_storm(&claimed),
             now: None,
         })
         .await

@@ -5,12 +5,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use revenant_conformance::stage::{at, claim_params, job, t0};
-use revenant_core::decide::Failure;
-use revenant_core::store::{
-    FailAction, Fenced, JobEnqueueParams, JobFailParams, JobFailure, JobGetParams, LeaseRef,
-};
-use revenant_core::{FailureClass, JobState, Store, StoreError};
+use revenant_conformance::stage::{at, claim_params, failure_storm, job, t0};
+use revenant_core::store::{Fenced, JobEnqueueParams, JobFailParams, JobGetParams};
+use revenant_core::{JobState, Store, StoreError};
 use revenant_sqlite::SqliteStore;
 
 fn enqueue(n: usize) -> JobEnqueueParams {
@@ -113,43 +110,17 @@ async fn a_batch_of_failures_logs_a_row_per_class() {
         .await
         .unwrap();
     assert_eq!(claimed.len(), 100);
-    let failures = claimed
-        .iter()
-        .enumerate()
-        .map(|(i, job)| JobFailure {
-            lease: LeaseRef {
-                id: job.id,
-                lease_token: job.lease_token.unwrap(),
-            },
-            failure: Failure {
-                class: if i % 4 == 0 {
-                    FailureClass::Timeout
-                } else {
-                    FailureClass::Transient
-                },
-                message: "the provider said 503".into(),
-            },
-            action: FailAction::Retry {
-                delay: Duration::from_secs(60),
-            },
-            worker: None,
-        })
-        .collect();
     let written = store
         .job_fail(JobFailParams {
-            failures,
+            failures: failure_storm(&claimed),
             now: Some(at(2)),
         })
         .await
         .unwrap();
     assert!(written.iter().all(|f| *f == Fenced::Applied));
-    let path = dir.path().join("failures.db");
-    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&format!(
-        "sqlite://{}",
-        path.display()
-    ))
-    .await
-    .unwrap();
+    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
+        .await
+        .unwrap();
     let rows: Vec<(String, i64)> =
         sqlx::query_as("SELECT class, failures FROM attempt_failures ORDER BY class")
             .fetch_all(&mut conn)

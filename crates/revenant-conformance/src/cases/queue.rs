@@ -248,11 +248,8 @@ pub async fn a_batch_of_failures_counts_each_failure(store: Arc<dyn Store>) {
         emails.push(stage.running(job("emails", "k"), at(900)).await);
     }
     let sms = stage.running(job("sms", "k"), at(900)).await;
-    let failed = |job: &Job, class: FailureClass, action: FailAction| JobFailure {
-        lease: lease_of(job),
-        failure: failure(class, "the provider said 503"),
-        action,
-        worker: job.worker.clone(),
+    let failed = |job: &Job, class: FailureClass, action: FailAction| {
+        failure_of(job, failure(class, "the provider said 503"), action)
     };
     let retry = || FailAction::Retry { delay: secs(3_600) };
     let mut stale = lease_of(&emails[6]);
