@@ -276,6 +276,23 @@ pub enum FailAction {
         /// Why.
         reason: DeadReason,
     },
+    /// A retry the worker that holds the lease keeps: the job stays `running` under
+    /// the same lease, the failed attempt is recorded, and the next attempt is counted
+    /// at once (`attempts += 1`, `attempted_at = now + delay`), as a claim counts it.
+    /// The worker runs that attempt itself once `delay` has passed, without a claim,
+    /// or releases the job (the attempt given back) if it cannot.
+    ///
+    /// For the in-process runtime's short retries (see `revenant-runtime`'s executor),
+    /// not for a remote worker: a job kept by a worker that dies is reclaimed when its
+    /// lease expires, with the counted attempt spent, as a job claimed ahead is. A
+    /// departure from the state table (running → ready on a transient failure): the
+    /// job never shows `ready` for the milliseconds of its backoff. The update changes
+    /// no indexed column, so on PostgreSQL it is a heap-only update (no index entries).
+    Keep {
+        /// When the next attempt is due. Held at [`NewJob::MAX_DELAY`] (see
+        /// [`held_delay`]), not refused.
+        delay: Duration,
+    },
 }
 
 /// One failed attempt to record.
@@ -291,8 +308,8 @@ pub struct JobFailure {
     pub worker: Option<String>,
 }
 
-/// `job_fail`: record failures and move each job to `ready` (retry) or `dead`. Fenced
-/// per job. The history keeps the newest [`crate::ErrorEntry::HISTORY_LIMIT`] entries.
+/// `job_fail`: record failures and move each job to `ready` (retry) or `dead`, or keep
+/// it `running` for its next attempt ([`FailAction::Keep`]). Fenced per job. The history keeps the newest [`crate::ErrorEntry::HISTORY_LIMIT`] entries.
 #[derive(Debug, Clone)]
 pub struct JobFailParams {
     /// The failures.

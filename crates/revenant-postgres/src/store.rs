@@ -1015,6 +1015,7 @@ impl Store for PgStore {
         let mut delays: Vec<Option<i64>> = Vec::with_capacity(n);
         let mut reasons: Vec<Option<&str>> = Vec::with_capacity(n);
         let mut prints: Vec<Option<String>> = Vec::with_capacity(n);
+        let mut keeps = Vec::with_capacity(n);
         for (failure, &first) in params.failures.iter().zip(&first) {
             if !first {
                 continue;
@@ -1025,12 +1026,12 @@ impl Store for PgStore {
             let message = ErrorEntry::truncate_message(&failure.failure.message);
             prints.push(match failure.action {
                 FailAction::Dead { .. } => Some(fingerprint::fingerprint(&message)),
-                FailAction::Retry { .. } => None,
+                FailAction::Retry { .. } | FailAction::Keep { .. } => None,
             });
             messages.push(pg_text(&message));
             workers.push(failure.worker.as_deref().map(pg_text));
             match &failure.action {
-                FailAction::Retry { delay } => {
+                FailAction::Retry { delay } | FailAction::Keep { delay } => {
                     delays.push(Some(millis(held_delay(*delay))));
                     reasons.push(None);
                 }
@@ -1039,6 +1040,7 @@ impl Store for PgStore {
                     reasons.push(Some(reason.as_str()));
                 }
             }
+            keeps.push(matches!(failure.action, FailAction::Keep { .. }));
         }
         let rows = sqlx::query(&self.inner.queries.job_fail)
             .bind(params.now)
@@ -1051,6 +1053,7 @@ impl Store for PgStore {
             .bind(&reasons)
             .bind(history_limit())
             .bind(&prints)
+            .bind(&keeps)
             .fetch_all(&self.inner.pool)
             .await
             .classified()?;

@@ -965,8 +965,8 @@ async fn the_batch_writes_find_their_jobs_by_primary_key() {
         (
             "job_fail",
             include_str!("../queries/job_fail.sql"),
-            "timestamptz, int8[], int8[], text[], text[], text[], int8[], text[], int4, text[]",
-            "NULL, {ids}, {tokens}, '{}', '{}', '{}', '{}', '{}', 20, '{}'",
+            "timestamptz, int8[], int8[], text[], text[], text[], int8[], text[], int4, text[], bool[]",
+            "NULL, {ids}, {tokens}, '{}', '{}', '{}', '{}', '{}', 20, '{}', '{}'",
         ),
         (
             "job_release",

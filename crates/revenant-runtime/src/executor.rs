@@ -16,6 +16,21 @@
 //!   (back to `ready`, attempt given back).
 //! - Otherwise [`decide()`] turns the outcome into a transition, which is written through
 //!   the completer (completes and failures, batched) or directly (snooze, cancel).
+//! - **Short retries are kept**, on a worker that claims ahead: a retry due within
+//!   [`KEEP_MAX`] is written as [`FailAction::Keep`] (the job stays running under its
+//!   lease, the failure recorded, the next attempt counted) and comes back from
+//!   [`run`] as a [`Kept`] job, which goes back to its queue's fetcher, to start again
+//!   ahead of the jobs claimed after it once it is due, without a claim. Through the
+//!   queue such a retry would wait behind every job due before it: in a backlog, a job
+//!   failing four times in a row ran its attempts one backlog apart, and a failed
+//!   attempt cost a claim on top of its write. A kept job holds no slot while it waits;
+//!   it waits in the fetcher as a job claimed ahead does ([`crate::fetcher`]: at most
+//!   the buffer hold, counted from its claim), and at shutdown it is released with the
+//!   attempt given back. Not kept: a job that came through the dependency gate (it
+//!   must pass the gate again), one claimed off an expired lease (a suspect), and any
+//!   retry once shutdown began.
+//!
+//! [`FailAction::Keep`]: revenant_core::store::FailAction::Keep
 //! - A job that calls a protected dependency (it came through the dependency gate
 //!   with a ticket) first waits for its rate-limit turn and this process's spacing,
 //!   and its answer (success, transient failure, or neither) is counted for the
@@ -28,6 +43,7 @@ use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use crate::completer::Ack;
 use crate::context::{JobContext, JobContextParts};
@@ -44,6 +60,25 @@ use revenant_core::store::{
     CancelTarget, Fenced, JobCancelParams, JobHeartbeatParams, JobSnoozeParams, LeaseRef,
 };
 
+/// The longest retry delay a worker keeps (see the module docs): about the time a
+/// retry takes to come back through the queue on a busy worker (its write gathered for
+/// up to 10 ms, then a claim), so a retry this short gains most from skipping it, and a
+/// kept job's wait is short next to its lease. Longer retries go through the queue,
+/// where any worker may take them.
+pub(crate) const KEEP_MAX: Duration = Duration::from_millis(20);
+
+/// A job whose retry this worker keeps: running under its lease, its next attempt
+/// counted, due at `due`.
+pub(crate) struct Kept {
+    pub(crate) job: ClaimedJob,
+    pub(crate) due: Instant,
+    /// When the claim that leased it was sent: its lease lasts at least from here.
+    pub(crate) sent: Instant,
+    /// Counts the job as waiting in this worker until its fetcher takes it or it is
+    /// released: shutdown waits for it ([`Shared::kept`]).
+    pub(crate) waiting: TaskTrackerToken,
+}
+
 /// How an attempt ended, before its result is written.
 enum Ended {
     Outcome(Outcome),
@@ -53,6 +88,9 @@ enum Ended {
     Shutdown,
 }
 
+/// Runs one attempt of `job` and writes its result. `keep_until`: the worker may keep
+/// the job's retry if it comes due before then (see the module docs); the kept job is
+/// returned, for its fetcher to start again.
 pub(crate) async fn run(
     shared: Arc<Shared>,
     claim_lease: Duration,
@@ -60,7 +98,8 @@ pub(crate) async fn run(
     mut job: ClaimedJob,
     slot: OwnedSemaphorePermit,
     ticket: Option<Ticket>,
-) {
+    keep_until: Option<Instant>,
+) -> Option<Kept> {
     let lease = LeaseRef {
         id: job.id,
         lease_token: job.lease_token,
@@ -90,7 +129,7 @@ pub(crate) async fn run(
                     Ok(fenced) => tracing::info!(job_id = job.id, result = ?fenced, "shutdown before the job's turn: lease released, attempt given back"),
                     Err(err) => tracing::warn!(job_id = job.id, error = %err, "shutdown: could not release the lease; the job is reclaimed when it expires"),
                 }
-                return;
+                return None;
             }
         }
     }
@@ -107,7 +146,7 @@ pub(crate) async fn run(
             None => {
                 report(&shared, ticket.as_ref(), job.id, Answer::Neutral, None);
                 tracing::warn!(job_id = job.id, queue = %job.queue, kind = %job.kind, lease_ms = claim_lease.as_millis() as u64, "claim answered after its lease could have run out, and the lease is gone: not run");
-                return;
+                return None;
             }
         }
     }
@@ -140,8 +179,19 @@ pub(crate) async fn run(
     let slow = ticket
         .as_ref()
         .and_then(|ticket| SlowTimer::start(&shared, ticket, job.id));
-    // The handler takes the payload; nothing after it reads the job's copy.
-    let payload = std::mem::take(&mut job.payload);
+    // The handler takes the payload; nothing after it reads the job's copy, unless the
+    // job may be kept for its next attempt: then the handler gets a copy.
+    let keep_until = keep_until.filter(|_| {
+        ticket.is_none()
+            && !job.reclaimed
+            && job.attempts < job.max_attempts
+            && may_keep(&policy, job.attempts)
+    });
+    let payload = if keep_until.is_some() {
+        job.payload.clone()
+    } else {
+        std::mem::take(&mut job.payload)
+    };
     let mut task = tokio::spawn(shared.registry.dispatch(ctx, payload));
     // The heartbeat runs in its own task and is stopped, never cancelled mid-call: a
     // store call dropped half-way can leave its write turn (SQLite) or a row lock
@@ -287,12 +337,34 @@ pub(crate) async fn run(
             }
         },
         Ended::Outcome(outcome) => {
-            let (transition, settled) = finish(&shared, &job, lease, &policy, outcome, slot).await;
+            let (transition, settled, kept) =
+                finish(&shared, &job, lease, &policy, outcome, slot, keep_until).await;
             if let Some(span) = span {
                 span.settled(&transition, &settled);
             }
+            if let Some((due, waiting)) = kept {
+                // The store counted the next attempt; it starts when this worker runs it.
+                job.attempts += 1;
+                job.run_at = job.attempted_at;
+                return Some(Kept {
+                    job,
+                    due,
+                    sent: claim_sent,
+                    waiting,
+                });
+            }
         }
     }
+    None
+}
+
+/// Whether attempt `attempt` of a job under `policy` may fail with a retry short enough
+/// to keep ([`KEEP_MAX`]): only then does the executor keep a copy of the payload. A
+/// handler's `retry_after` may be shorter than the backoff; such a retry is kept only
+/// when the backoff could have been.
+fn may_keep(policy: &RetryPolicy, attempt: i32) -> bool {
+    let failure = u32::try_from(attempt).unwrap_or(1).max(1);
+    policy.jitter().bounds(policy.backoff(), failure).0 <= KEEP_MAX
 }
 
 /// Counts an attempt's answer for its dependency, if it has one.
@@ -537,6 +609,10 @@ async fn heartbeat(
 /// Decides what follows the attempt (the settle step), writes it, and logs it:
 /// completes and failures through the batching completer, snoozes and cancels
 /// directly, each retried on storage errors until the lease would be gone.
+///
+/// A retry due before `keep_until` and within [`KEEP_MAX`] is kept (see the module
+/// docs): then the third value is when the next attempt is due, and the token that
+/// counts the job as waiting in this worker, taken before the slot is given up.
 async fn finish(
     shared: &Shared,
     job: &ClaimedJob,
@@ -544,8 +620,9 @@ async fn finish(
     policy: &RetryPolicy,
     outcome: Outcome,
     slot: OwnedSemaphorePermit,
-) -> (Transition, Settled) {
-    let settlement = Settlement::decide(
+    keep_until: Option<Instant>,
+) -> (Transition, Settled, Option<(Instant, TaskTrackerToken)>) {
+    let mut settlement = Settlement::decide(
         job,
         lease,
         &outcome,
@@ -553,6 +630,15 @@ async fn finish(
         &shared.worker_id,
         &mut rand::rng(),
     );
+    let keeps = keep_until.is_some_and(|until| {
+        matches!(settlement.transition(), Transition::Retry { delay, .. }
+            if *delay <= KEEP_MAX && Instant::now() + *delay < until)
+            && !shared.stop_claiming.is_cancelled()
+    });
+    let kept = keeps
+        .then(|| settlement.keep())
+        .flatten()
+        .map(|delay| (Instant::now() + delay, shared.kept.token()));
     let written = match settlement.write().clone() {
         // Completions and failures free the slot once queued (see crate::completer);
         // a snooze or a cancel keeps it until written.
@@ -590,13 +676,14 @@ async fn finish(
         .map_err(|err| err.to_string()),
     };
     let settled = written.unwrap_or_else(Settled::Unwritten);
-    if let (Settled::Applied, &Transition::Retry { delay, .. }) =
-        (&settled, settlement.transition())
+    if let (Settled::Applied, &Transition::Retry { delay, .. }, None) =
+        (&settled, settlement.transition(), &kept)
     {
         shared.due_soon.note(&job.queue, delay);
     }
     settlement.record(job, &settled);
-    (settlement.transition().clone(), settled)
+    let kept = kept.filter(|_| settled == Settled::Applied);
+    (settlement.transition().clone(), settled, kept)
 }
 
 /// The text of a panic payload (`panic!("...")` gives a `&str` or a `String`).

@@ -19,6 +19,12 @@
 //! dependencies never claims ahead: the dependency gate takes its permits at claim
 //! time, and a buffered job must not hold a bulkhead permit.
 //!
+//! **Kept retries.** On a queue that claims ahead, a job whose retry is due within
+//! milliseconds comes back here from its executor, still running under its lease
+//! (see [`crate::executor`]), and waits, soonest due first, until it is due; then it
+//! goes to the front of the buffer. It counts against the buffer's room, is held to the
+//! same hold (counted from its claim), and is released with the buffer at shutdown.
+//!
 //! Claims are at least the claim cooldown apart (default 20 ms), so slots that free up
 //! one by one are refilled by one claim, unless half of the slots and the buffer's room
 //! together are free: then it claims at once.
@@ -66,11 +72,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::completer::Ack;
-use crate::executor::{self, give_up_margin};
+use crate::executor::{self, give_up_margin, Kept};
 use crate::gate::{self, Gate, Held};
 use crate::store_retry::retry;
 use crate::worker::{QueueConfig, Shared};
@@ -150,6 +156,13 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
     } else {
         shared.claim_ahead
     };
+    // A queue that claims ahead keeps its jobs' short retries (crate::executor): the
+    // same trade of a crash window for throughput, within the same hold. Kept jobs come
+    // back on `kept_rx` and wait in `kept`, soonest due first, then go to the front of
+    // the buffer.
+    let (back, mut kept_rx) = mpsc::unbounded_channel::<Kept>();
+    let keeping = (ahead > 0 && shared.dependencies.is_none()).then(|| Keeping { hold, back });
+    let mut kept: VecDeque<(Instant, Buffered)> = VecDeque::new();
     let suspects = Arc::new(Suspects::default());
     // Until when the suspect started last holds reclaims back.
     let mut suspect_until: Option<Instant> = None;
@@ -191,8 +204,14 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
             free.push(permit);
             stalled = false;
         }
-        // Buffered jobs that waited their longest go back, unstarted.
+        // Kept jobs that are due go first, in the order they came due; they were
+        // claimed before any job in the buffer, so it stays in claim order.
         let now = Instant::now();
+        let due = kept.partition_point(|(at, _)| *at <= now);
+        for (_, job) in kept.drain(..due).rev() {
+            buffer.push_front(job);
+        }
+        // Buffered jobs that waited their longest go back, unstarted.
         let overdue = buffer.iter().take_while(|b| b.sent + hold <= now).count();
         if overdue > 0 {
             let jobs: Vec<Buffered> = buffer.drain(..overdue).collect();
@@ -231,6 +250,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
                     permits,
                     &suspects,
                     held_keys.as_mut(),
+                    keeping.as_ref(),
                 ),
             )
             .await;
@@ -263,6 +283,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
                     permits,
                     &suspects,
                     held_keys.as_mut(),
+                    keeping.as_ref(),
                 ),
             )
             .await;
@@ -285,7 +306,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
         }
         // Claim for the free slots and the buffer's room.
         let room = if stalled { 0 } else { ahead };
-        let mut want = (free.len() + room).saturating_sub(buffer.len());
+        let mut want = (free.len() + room).saturating_sub(buffer.len() + kept.len());
         if let Some((since, allowed)) = &mut blocked {
             if now >= *since + shared.poll_interval {
                 // No permit came back for a poll interval: claim one job anyway, in
@@ -423,6 +444,14 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
                 }
                 Err(_) => break,
             },
+            Some(back) = kept_rx.recv() => {
+                // The fetcher answers for it from here (it is released with the buffer).
+                let Kept { job, due, sent, waiting } = back;
+                drop(waiting);
+                let at = kept.partition_point(|(d, _)| *d <= due);
+                kept.insert(at, (due, Buffered { job, sent, suspect: None }));
+            }
+            _ = tokio::time::sleep_until(kept.front().map_or(now, |(due, _)| *due)), if !kept.is_empty() => {}
             _ = async { wake.as_mut().expect("waiting for a wake-up").await }, if wake.is_some() => wake = None,
             // Not guarded by `running() > 0`: the suspect's slot may come back (the
             // branch above) before this branch is polled, and the end must still wake
@@ -450,6 +479,17 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
     }
     drop(free);
     buffer.extend(held.into_iter().map(|(b, _)| b));
+    // Kept jobs, and those on their way back: a job sent after this is released by its
+    // own task (the send fails).
+    kept_rx.close();
+    while let Ok(back) = kept_rx.try_recv() {
+        buffer.push_back(Buffered {
+            job: back.job,
+            sent: back.sent,
+            suspect: None,
+        });
+    }
+    buffer.extend(kept.into_iter().map(|(_, b)| b));
     if !buffer.is_empty() {
         release(
             &shared,
@@ -494,6 +534,13 @@ impl Drop for SuspectRunning {
     }
 }
 
+/// A queue's kept retries (see [`crate::executor`]): how long a kept job may wait,
+/// counted from its claim, and where its task sends it back.
+struct Keeping {
+    hold: Duration,
+    back: mpsc::UnboundedSender<Kept>,
+}
+
 /// What [`start`] did with the jobs it was given.
 #[derive(Default)]
 struct Started {
@@ -511,6 +558,10 @@ struct Started {
 /// Starts an executor for each job the dependency gate lets run (every job when the
 /// worker protects no dependency); a job sent back to wait frees its slot at once,
 /// and a job held at its bulkhead (`held` given) comes back with its slot.
+///
+/// `keeping`: on a queue that claims ahead, its jobs' short retries may be kept (see
+/// [`crate::executor`]) and come back to the fetcher.
+#[allow(clippy::too_many_arguments)]
 async fn start(
     shared: &Arc<Shared>,
     queue: &QueueConfig,
@@ -519,6 +570,7 @@ async fn start(
     permits: Vec<OwnedSemaphorePermit>,
     suspects: &Arc<Suspects>,
     held: Option<&mut Held>,
+    keeping: Option<&Keeping>,
 ) -> Started {
     let gates = match &shared.dependencies {
         None => vec![Gate::Run(None); jobs.len()],
@@ -562,6 +614,9 @@ async fn start(
                 // future when it is spawned and again when it ends; a box is copied as a
                 // pointer (the copies were a tenth of the runtime's CPU in a drain of
                 // no-op jobs).
+                // Its retry may be kept while the claim's buffer hold lasts (see
+                // crate::executor); the kept job comes back here.
+                let keep_until = keeping.map(|k| sent + k.hold);
                 let run = Box::pin(executor::run(
                     shared.clone(),
                     claim_lease,
@@ -569,9 +624,20 @@ async fn start(
                     job,
                     permit,
                     ticket,
+                    keep_until,
                 ));
+                let back = keeping.map(|k| k.back.clone());
+                let shared = shared.clone();
                 tokio::spawn(async move {
-                    run.await;
+                    if let (Some(kept), Some(back)) = (run.await, back) {
+                        if let Err(unsent) = back.send(kept) {
+                            // The fetcher has stopped: the job goes back unstarted.
+                            let Kept { job, waiting, .. } = unsent.0;
+                            let why = "released a kept job as shutdown began";
+                            release(&shared, vec![job], why).await;
+                            drop(waiting);
+                        }
+                    }
                     drop(running);
                 });
             }

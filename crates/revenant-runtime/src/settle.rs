@@ -194,6 +194,21 @@ impl Settlement {
         &self.write
     }
 
+    /// Makes a retry one the worker keeps ([`FailAction::Keep`]: the job stays running
+    /// under its lease, its next attempt counted and due after the same delay), and
+    /// returns that delay; `None`, and nothing changed, when the write is not a retry.
+    /// The transition, and so the log event and the metrics, stay a retry's: to an
+    /// operator a kept retry is a retry that did not wait behind the queue.
+    pub(crate) fn keep(&mut self) -> Option<Duration> {
+        if let SettleWrite::Fail(JobFailure { action, .. }) = &mut self.write {
+            if let FailAction::Retry { delay } = *action {
+                *action = FailAction::Keep { delay };
+                return Some(delay);
+            }
+        }
+        None
+    }
+
     /// Writes the transition straight to the store, one statement, fenced on the
     /// lease. A store error is returned as it is (the caller decides whether to retry);
     /// a lost lease is a value.

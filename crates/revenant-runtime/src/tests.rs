@@ -2,7 +2,7 @@
 //! failures injected where a test asks for them ([`FaultyStore`]). More of the runtime,
 //! through the facade, is proven in `crates/revenant/tests/runtime_*.rs`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -608,6 +608,169 @@ impl Gatekeeper {
     fn started(&self) -> usize {
         self.started.load(Ordering::SeqCst)
     }
+}
+
+/// A policy whose retries are due after `backoff` exactly (no jitter).
+fn retry_after(backoff: Duration) -> RetryPolicy {
+    RetryPolicy::builder()
+        .max_attempts(5)
+        .backoff(Backoff {
+            base: backoff,
+            multiplier: 1.0,
+            cap: backoff,
+        })
+        .jitter(Jitter::None)
+        .lease(ms(20_000))
+        .attempt_timeout(ms(10_000))
+        .build()
+        .unwrap()
+}
+
+/// Runs one job that fails its first three attempts under `policy`, on a worker built
+/// by `worker`, and returns the job as it ended with the lease token each attempt saw
+/// in the store (a claim sets a new one; a kept retry keeps its lease).
+async fn three_failures_then_success(
+    policy: RetryPolicy,
+    worker: impl FnOnce(WorkerBuilder) -> WorkerBuilder,
+) -> (Job, Vec<Option<i64>>) {
+    let store = Arc::new(FaultyStore::open().await);
+    let tokens = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let handler = {
+        let (store, tokens) = (store.clone(), tokens.clone());
+        move |ctx: JobContext, _: serde_json::Value| {
+            let (store, tokens) = (store.clone(), tokens.clone());
+            async move {
+                let seen = store.job(ctx.id()).await.lease_token.map(|t| t.0);
+                tokens.lock().unwrap().push(seen);
+                if ctx.attempt() <= 3 {
+                    return Err(JobError::retry(format!("503 on attempt {}", ctx.attempt())));
+                }
+                Ok(())
+            }
+        }
+    };
+    let built = worker(builder_with(&store, 2))
+        .policies(PolicySet::new(policy))
+        .handler_fn("flaky", handler)
+        .build()
+        .unwrap();
+    let id = store
+        .job_enqueue(JobEnqueueParams {
+            jobs: vec![NewJob::new("q", "flaky", json!(null)).with_max_attempts(5)],
+            default_max_attempts: 5,
+            now: None,
+        })
+        .await
+        .unwrap()[0]
+        .id;
+    let (shutdown, task) = start(built);
+    wait_until(&store, "the job to finish", all_terminal).await;
+    shutdown.shutdown();
+    task.await.unwrap();
+    let tokens = tokens.lock().unwrap().clone();
+    (store.job(id).await, tokens)
+}
+
+/// A worker that claims ahead keeps a retry due within milliseconds: the job stays
+/// running under the lease it was claimed with (every attempt sees the same token),
+/// and each failure is recorded with its attempt, as one through the queue would be.
+#[tokio::test]
+async fn a_worker_that_claims_ahead_keeps_its_short_retries() {
+    let (job, tokens) = three_failures_then_success(retry_after(ms(1)), |b| b.claim_ahead(4)).await;
+    assert_eq!(job.status, JobState::Completed, "{job:#?}");
+    assert_eq!(job.attempts, 4);
+    let attempts: Vec<i32> = job.errors.iter().map(|e| e.attempt).collect();
+    assert_eq!(attempts, vec![1, 2, 3], "{job:#?}");
+    assert!(job
+        .errors
+        .iter()
+        .all(|e| e.message.starts_with("503 on attempt")));
+    assert_eq!(tokens.len(), 4);
+    assert!(tokens[0].is_some());
+    assert!(
+        tokens.iter().all(|t| *t == tokens[0]),
+        "every attempt ran under the first claim's lease: {tokens:?}"
+    );
+}
+
+/// Retries go through the queue (a claim, a new lease, each attempt) when the worker
+/// does not claim ahead, or when they are due later than a worker keeps them.
+#[tokio::test]
+async fn retries_go_through_the_queue_without_claim_ahead_or_when_due_later() {
+    for (case, policy, ahead) in [
+        ("no claim ahead", retry_after(ms(1)), 0),
+        ("due in 40 ms", retry_after(ms(40)), 4),
+    ] {
+        let (job, tokens) = three_failures_then_success(policy, |b| b.claim_ahead(ahead)).await;
+        assert_eq!(
+            (job.status, job.attempts),
+            (JobState::Completed, 4),
+            "{case}"
+        );
+        assert_eq!(job.errors.len(), 3, "{case}");
+        let distinct: BTreeSet<Option<i64>> = tokens.iter().copied().collect();
+        assert_eq!(
+            distinct.len(),
+            4,
+            "{case}: a new lease per attempt: {tokens:?}"
+        );
+    }
+}
+
+/// A kept job waiting for a slot when the shutdown signal comes is released like a
+/// buffered one: back to `ready`, the attempt it was kept for given back, its failure
+/// recorded, and not run again.
+#[tokio::test]
+async fn a_kept_job_waiting_for_a_slot_is_released_at_shutdown() {
+    let store = Arc::new(FaultyStore::open().await);
+    let gate = Gatekeeper::default();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let flaky = {
+        let runs = runs.clone();
+        move |_: JobContext, _: serde_json::Value| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            futures::future::ready(Err(JobError::retry("503")))
+        }
+    };
+    // One slot: the flaky job runs first and fails; the held job takes the slot while
+    // the flaky one is written and kept, so the kept job waits for the slot.
+    let worker = builder_with(&store, 1)
+        .claim_ahead(2)
+        .policies(PolicySet::new(retry_after(ms(1))))
+        .shutdown_grace(Duration::from_secs(20))
+        .handler_fn("flaky", flaky)
+        .handler_fn("hold", gate.handler())
+        .build()
+        .unwrap();
+    let flaky_id = enqueue(&store, "flaky", json!(null)).await;
+    enqueue(&store, "hold", json!(null)).await;
+    let (shutdown, task) = start(worker);
+    wait_for("the held job to start", || gate.started() == 1).await;
+    wait_until(
+        &store,
+        "the flaky job kept for its second attempt",
+        |jobs| {
+            jobs.iter()
+                .any(|j| j.id == flaky_id && j.status == JobState::Running && j.attempts == 2)
+        },
+    )
+    .await;
+    shutdown.shutdown();
+    wait_until(&store, "the kept job released", |jobs| {
+        jobs.iter()
+            .any(|j| j.id == flaky_id && j.status == JobState::Ready)
+    })
+    .await;
+    gate.go.add_permits(1);
+    task.await.unwrap();
+    let job = store.job(flaky_id).await;
+    assert_eq!((job.status, job.attempts), (JobState::Ready, 1), "{job:#?}");
+    assert_eq!(job.errors.len(), 1, "{job:#?}");
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "the kept job did not run again"
+    );
 }
 
 /// Jobs claimed ahead into the buffer and not started when the shutdown signal comes

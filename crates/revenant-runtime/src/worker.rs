@@ -136,6 +136,9 @@ pub(crate) struct Shared {
     pub(crate) dependencies: Option<Dependencies>,
     /// Short retries this worker wrote, so its fetchers wake when they come due.
     pub(crate) due_soon: crate::due_soon::DueSoon,
+    /// Jobs whose retry this worker keeps, waiting for their next attempt (see
+    /// [`crate::executor`]): shutdown waits for them to run or be released.
+    pub(crate) kept: tokio_util::task::TaskTracker,
 }
 
 /// Builds a [`Worker`]. Every setting has a default except the store, the queues and the
@@ -292,6 +295,14 @@ impl WorkerBuilder {
     /// when their leases expire, and a job's completion reaches the store (and the
     /// next job of its group) up to 10 ms later. Off, a slot stays taken until its
     /// result is written.
+    ///
+    /// And it keeps short retries: a failed attempt whose retry is due within 20 ms
+    /// stays with this worker, running under its lease with the failure recorded and
+    /// the next attempt counted, and starts again ahead of the buffer once due, rather
+    /// than go to the back of the queue through a write and a claim. It waits as a
+    /// buffered job does (no slot, the same hold, released at shutdown with the
+    /// attempt given back; a crash spends it). A job of a group keeps its group's turn
+    /// meanwhile, as it would while running.
     ///
     /// A worker with
     /// [`WorkerBuilder::dependencies`] never claims ahead (the dependency gate takes
@@ -691,6 +702,7 @@ impl Worker {
             completer,
             dependencies,
             due_soon: crate::due_soon::DueSoon::new(self.poll_interval),
+            kept: tokio_util::task::TaskTracker::new(),
         });
         // The stored policies, read once before the first claim; the maintenance loop
         // reads them again every refresh interval. A store that cannot be read now
@@ -767,10 +779,15 @@ impl Worker {
         // Every executor holds a slot until its result is written or queued for the
         // completer (which counts what it has queued until written), so holding every
         // slot, then seeing nothing queued, means every job has left this worker.
+        // A kept job waiting for its next attempt holds no slot; it counts in
+        // `shared.kept` until it takes a slot or is released (at once, now that the
+        // shutdown began), and the release goes through the completer.
+        shared.kept.close();
         let all_idle = || async {
             for (semaphore, n) in &slots {
                 let _ = semaphore.acquire_many(*n as u32).await;
             }
+            shared.kept.wait().await;
             shared.completer.written().await;
         };
         if tokio::time::timeout(self.grace, all_idle()).await.is_err() {

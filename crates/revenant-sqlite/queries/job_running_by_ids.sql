@@ -5,9 +5,9 @@
 -- otherwise walk for every running job and probe the batch with: the batch drives the
 -- plan, one primary-key lookup per id (checked by a test of the query plans).
 -- One value for the batch: a JSON array of
--- [id, lease_token, queue, group_key, attempts, worker, errors] arrays (one hand-over
--- from SQLite's thread, not one per row; see job_claim_candidates.sql).
-SELECT json_group_array(json_array(id, lease_token, queue, group_key, attempts, worker,
-                                   errors))
+-- [id, lease_token, queue, group_key, attempts, max_attempts, worker, errors] arrays
+-- (one hand-over from SQLite's thread, not one per row; see job_claim_candidates.sql).
+SELECT json_group_array(json_array(id, lease_token, queue, group_key, attempts,
+                                   max_attempts, worker, errors))
 FROM jobs
 WHERE id IN (SELECT value FROM json_each(?1)) AND +status = 'running'

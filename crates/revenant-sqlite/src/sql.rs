@@ -52,6 +52,7 @@ pub(crate) const JOB_CLAIMED_RUN: &str = include_str!("../queries/job_claimed_ru
 pub(crate) const JOB_RUNNING_BY_IDS: &str = include_str!("../queries/job_running_by_ids.sql");
 pub(crate) const JOB_COMPLETE_BATCH: &str = include_str!("../queries/job_complete_batch.sql");
 pub(crate) const JOB_FAIL_RETRY_BATCH: &str = include_str!("../queries/job_fail_retry_batch.sql");
+pub(crate) const JOB_FAIL_KEEP_BATCH: &str = include_str!("../queries/job_fail_keep_batch.sql");
 pub(crate) const ATTEMPT_FAILURE_PRUNE: &str = include_str!("../queries/attempt_failure_prune.sql");
 pub(crate) const REDRIVE_AUDIT: &str = include_str!("../queries/redrive_audit.sql");
 pub(crate) const REDRIVE_HISTORY: &str = include_str!("../queries/redrive_history.sql");

@@ -770,6 +770,7 @@ struct Running {
     queue: String,
     group_key: Option<String>,
     attempts: i32,
+    max_attempts: i32,
     worker: Option<String>,
     errors: String,
 }
@@ -1182,6 +1183,7 @@ impl Store for SqliteStore {
             Self::running_by_ids(&mut tx, params.failures.iter().map(|f| f.lease.id)).await?;
         let mut results = Vec::with_capacity(params.failures.len());
         let mut retries: Vec<(JobId, i64, String)> = Vec::new();
+        let mut kept: Vec<(JobId, i64, String)> = Vec::new();
         // Failures per queue and class: the failure log gets one row for each.
         let mut logged: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
         let mut wake = BTreeSet::new();
@@ -1205,7 +1207,12 @@ impl Store for SqliteStore {
                 .entry((queue.clone(), failure.failure.class.as_str()))
                 .or_default() += 1;
             match &failure.action {
-                FailAction::Retry { delay } => {
+                // A kept job with no attempts left is retried instead, as on PostgreSQL.
+                FailAction::Keep { delay } if row.attempts < row.max_attempts => {
+                    let delay = held_delay(*delay);
+                    kept.push((lease.id, now.saturating_add(millis(delay)), errors));
+                }
+                FailAction::Retry { delay } | FailAction::Keep { delay } => {
                     let delay = held_delay(*delay);
                     retries.push((lease.id, now.saturating_add(millis(delay)), errors));
                     wake.insert(queue);
@@ -1234,6 +1241,13 @@ impl Store for SqliteStore {
         if !retries.is_empty() {
             sqlx::query(sql::JOB_FAIL_RETRY_BATCH)
                 .bind(json_array(&retries)?)
+                .execute(&mut *tx)
+                .await
+                .map_err(classify)?;
+        }
+        if !kept.is_empty() {
+            sqlx::query(sql::JOB_FAIL_KEEP_BATCH)
+                .bind(json_array(&kept)?)
                 .execute(&mut *tx)
                 .await
                 .map_err(classify)?;
@@ -2013,6 +2027,7 @@ mod tests {
             ("job_running_by_ids", sql::JOB_RUNNING_BY_IDS),
             ("job_complete_batch", sql::JOB_COMPLETE_BATCH),
             ("job_fail_retry_batch", sql::JOB_FAIL_RETRY_BATCH),
+            ("job_fail_keep_batch", sql::JOB_FAIL_KEEP_BATCH),
             ("job_gate_running", sql::JOB_GATE_RUNNING),
             ("job_gate_run", sql::JOB_GATE_RUN),
             ("job_gate_defer", sql::JOB_GATE_DEFER),

@@ -46,6 +46,140 @@ pub async fn fail_retry_sets_run_at_and_keeps_the_attempt_spent(store: Arc<dyn S
     assert_eq!(again[0].attempts, 2);
 }
 
+/// A kept retry ([`FailAction::Keep`]) leaves the job running under its lease, records
+/// the failure, and counts the next attempt at once, due after the delay: the lease's
+/// token fences the next attempt's result, no claim takes the job meanwhile, a stale
+/// lease changes nothing, and a release gives the counted attempt back. A job with no
+/// attempts left is retried instead.
+pub async fn fail_keep_leaves_the_job_running_and_counts_its_next_attempt(store: Arc<dyn Store>) {
+    let stage = Stage::new(store.clone());
+    let running = stage
+        .running(job("q", "k").with_max_attempts(3), t0())
+        .await;
+    let keep = FailAction::Keep {
+        delay: Duration::from_millis(20),
+    };
+    let stale = JobFailure {
+        lease: LeaseRef {
+            id: running.id,
+            lease_token: revenant_core::job::LeaseToken(
+                running.lease_token.expect("a lease").0 ^ 1,
+            ),
+        },
+        failure: failure(FailureClass::Transient, "stale"),
+        action: keep.clone(),
+        worker: None,
+    };
+    let result = store
+        .job_fail(JobFailParams {
+            failures: vec![stale],
+            now: Some(at(4)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(result, vec![Fenced::LeaseLost]);
+    assert_eq!(
+        stage.get(running.id).await.attempts,
+        1,
+        "a stale lease changes nothing"
+    );
+
+    stage
+        .fail(
+            &running,
+            failure(FailureClass::Transient, "503 from provider"),
+            keep.clone(),
+            at(5),
+        )
+        .await;
+    let row = stage.get(running.id).await;
+    assert_eq!(row.status, JobState::Running);
+    assert_eq!(row.attempts, 2, "the next attempt is counted when kept");
+    assert_eq!(row.lease_token, running.lease_token);
+    assert_eq!(row.lease_expires_at, running.lease_expires_at);
+    assert_eq!(row.run_at, running.run_at);
+    assert_eq!(row.attempted_at, Some(at_ms(5_020)));
+    assert_eq!(row.finished_at, None);
+    assert_eq!(row.dead_reason, None);
+    let entry = ErrorEntry {
+        attempt: 1,
+        at: at(5),
+        class: FailureClass::Transient,
+        message: "503 from provider".into(),
+        worker: Some(WORKER.into()),
+    };
+    assert_eq!(row.errors, vec![entry.clone()]);
+    assert!(
+        stage.claim("q", 10, at(6)).await.is_empty(),
+        "a kept job is not claimable while its lease holds"
+    );
+
+    // The second attempt fails and is kept again: the third is the last.
+    stage
+        .fail(
+            &running,
+            failure(FailureClass::Transient, "503 again"),
+            keep.clone(),
+            at(7),
+        )
+        .await;
+    let row = stage.get(running.id).await;
+    assert_eq!((row.status, row.attempts), (JobState::Running, 3));
+    assert_eq!(row.errors.len(), 2);
+    assert_eq!(row.errors[1].attempt, 2);
+
+    // No attempts left: kept is retried instead, through the queue.
+    stage
+        .fail(
+            &running,
+            failure(FailureClass::Transient, "503 once more"),
+            keep.clone(),
+            at(8),
+        )
+        .await;
+    let row = stage.get(running.id).await;
+    assert_eq!(row.status, JobState::Ready);
+    assert_eq!(row.attempts, 3);
+    assert_eq!(row.run_at, at_ms(8_020));
+    assert_eq!(row.lease_token, None);
+    assert_eq!(row.errors.len(), 3);
+
+    // A kept job completes under its lease, and one released gets its counted attempt
+    // back.
+    let completed = stage.running(job("q2", "k"), at(10)).await;
+    stage
+        .fail(
+            &completed,
+            failure(FailureClass::Transient, "503"),
+            keep.clone(),
+            at(11),
+        )
+        .await;
+    stage.complete(&completed, at(12)).await;
+    let row = stage.get(completed.id).await;
+    assert_eq!((row.status, row.attempts), (JobState::Completed, 2));
+    let released = stage.running(job("q3", "k"), at(10)).await;
+    stage
+        .fail(
+            &released,
+            failure(FailureClass::Transient, "503"),
+            keep,
+            at(11),
+        )
+        .await;
+    let result = store
+        .job_release(JobReleaseParams {
+            leases: vec![lease_of(&released)],
+            now: Some(at(12)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(result, vec![Fenced::Applied]);
+    let row = stage.get(released.id).await;
+    assert_eq!((row.status, row.attempts), (JobState::Ready, 1));
+    assert_eq!(row.errors.len(), 1, "the kept failure stays recorded");
+}
+
 /// A dead failure sets the reason, the last error and finished_at, and drops the lease.
 pub async fn fail_dead_sets_reason_last_error_and_finished_at(store: Arc<dyn Store>) {
     let stage = Stage::new(store.clone());
