@@ -137,8 +137,7 @@ async function drain (failures) {
       }
     }
   })
-  const figures = await c.waitFinished(t, counts, started, startedAt,
-    failures ? undefined : () => lastStart)
+  const figures = await c.waitFinished(t, counts, started, startedAt, () => lastStart)
   figures.polls = polls
   await runner.stop()
   if (failures) {

@@ -111,8 +111,7 @@ async function drain (failures) {
     // Failed first: the batch's completion then only completes the jobs still active.
     if (failed.length) await boss.fail(t.queue, failed, { message: 'planned transient failure' })
   })
-  const figures = await c.waitFinished(t, counts, started, startedAt,
-    failures ? undefined : () => lastStart)
+  const figures = await c.waitFinished(t, counts, started, startedAt, () => lastStart)
   figures.polls = polls
   await boss.offWork(t.queue)
   if (failures) {

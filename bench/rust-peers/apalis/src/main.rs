@@ -210,7 +210,7 @@ async fn drain(task: &Task, failures: bool) -> Result<serde_json::Value, Error> 
         if done + dead >= task.jobs || Instant::now() >= deadline {
             break;
         }
-        common::poll_pause((!failures).then_some(&shared.starts)).await;
+        common::poll_pause(&shared.starts).await;
     }
     let seconds = started.elapsed().as_secs_f64();
     let ended_at = common::unix_seconds();

@@ -166,7 +166,7 @@ async fn drain(task: &Task, failures: bool) -> Result<serde_json::Value, Error> 
         if succeeded + failed >= task.jobs || Instant::now() >= deadline {
             break;
         }
-        common::poll_pause((!failures).then_some(&ctx.starts)).await;
+        common::poll_pause(&ctx.starts).await;
     }
     let seconds = started.elapsed().as_secs_f64();
     let ended_at = common::unix_seconds();

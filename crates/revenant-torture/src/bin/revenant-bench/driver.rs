@@ -27,12 +27,18 @@ pub const KIND: &str = "noop";
 /// W2's attempt budget.
 const MAX_ATTEMPTS: i32 = 5;
 /// How often a drain looks at the queue's counts (and so the resolution of its end)
-/// while jobs keep starting.
+/// while jobs keep starting, before any has, and in a long pause in starts.
 pub const POLL: Duration = Duration::from_millis(50);
 /// How long no job may have started in this process before a drain looks for its end
 /// at [`END_POLL`] instead of [`POLL`] (see [`LastStart`]).
 pub const QUIET: Duration = Duration::from_millis(5);
-/// How often a drain looks at the queue's counts once jobs have stopped starting.
+/// How long after the last start a drain keeps looking at [`END_POLL`]: a drain's
+/// results are written within about 20 ms of its last start, while a pause in starts
+/// that lasts longer is a retry's backoff (W2; graphile-worker's is seconds), which
+/// would otherwise be polled every 2 ms throughout.
+pub const QUIET_END: Duration = Duration::from_millis(100);
+/// How often a drain looks at the queue's counts between [`QUIET`] and [`QUIET_END`]
+/// after the last start.
 pub const END_POLL: Duration = Duration::from_millis(2);
 
 pub async fn connect(args: &Args) -> Result<Arc<dyn Store>, Error> {
@@ -204,8 +210,8 @@ pub async fn enqueue(args: &Args) -> Result<serde_json::Value, Error> {
     }))
 }
 
-/// The count queries this process ran (`polls` in a drain's figures: W4 takes them out
-/// of the commits it charges to the system).
+/// The count queries this process ran (`polls` in a drain's figures and W2's: W4 takes
+/// them out of the commits it charges to the system).
 static POLLS: AtomicU64 = AtomicU64::new(0);
 
 /// The harness's own look at a queue, on a connection of its own: whether any job is
@@ -312,25 +318,38 @@ impl Counter {
 
 /// When a job last started in this process. A drain's last jobs finish a few
 /// milliseconds after the last one starts (their completion writes), so the drain looks
-/// for its end every [`END_POLL`] once no job has started for [`QUIET`], rather than
-/// every [`POLL`]: at 50 ms, a drain of 20,000 jobs that takes 0.4 s is measured up to
-/// 50 ms (12%) long, 25 ms on average, while the ceilings, which know when their loop
-/// ends, are not. Every peer's driver does the same (`bench/node/common.mjs`,
-/// `bench/python`, `bench/rust-peers`). Polling every 2 ms all along would load the
-/// server under test with the harness's own queries.
+/// for its end every [`END_POLL`] from [`QUIET`] to [`QUIET_END`] after the last start,
+/// rather than every [`POLL`]: at 50 ms, a drain of 20,000 jobs that takes 0.4 s is
+/// measured up to 50 ms (12%) long, 25 ms on average, and W2's clean drains of 5,000
+/// jobs (0.12 to 0.21 s) up to a third long, while the ceilings, which know when their
+/// loop ends, are not. Past [`QUIET_END`] it is back to [`POLL`]: a pause in starts that
+/// long is a retry's backoff, not the end, and costs at most about 50 quick looks.
+/// Every peer's driver does the same (`bench/node/common.mjs`, `bench/python`,
+/// `bench/rust-peers`). Polling every 2 ms all along would load the server under test
+/// with the harness's own queries.
 #[derive(Debug, Default)]
 pub struct LastStart(AtomicU64);
 
 impl LastStart {
     /// A job started now.
     pub fn mark(&self) {
-        self.0.store(micros() + 1, Ordering::Relaxed);
+        self.mark_at(micros());
     }
 
-    /// Whether a job has started here and none has for `quiet`.
-    fn quiet_for(&self, quiet: Duration) -> bool {
+    /// A job started at `now` ([`micros`]); 0 in the atomic means none has yet.
+    fn mark_at(&self, now: u64) {
+        self.0.store(now + 1, Ordering::Relaxed);
+    }
+
+    /// Whether a drain that last looked at its counts `since_look` ago looks again at
+    /// `now` ([`micros`]): every [`END_POLL`] from [`QUIET`] to [`QUIET_END`] after the
+    /// last start, else every [`POLL`] (before any start, while jobs keep starting, and
+    /// in a longer pause).
+    fn look_at(&self, now: u64, since_look: Duration) -> bool {
         let last = self.0.load(Ordering::Relaxed);
-        last != 0 && micros().saturating_sub(last - 1) >= quiet.as_micros() as u64
+        let since_start = Duration::from_micros(now.saturating_sub(last.saturating_sub(1)));
+        let near_end = last != 0 && (QUIET..QUIET_END).contains(&since_start);
+        since_look >= POLL || (near_end && since_look >= END_POLL)
     }
 }
 
@@ -339,16 +358,15 @@ impl LastStart {
 /// (completed, dead) counts and when the queue was first seen finished (the drain's
 /// end: the counts read after it are not timed, as a peer's driver reads its counts in
 /// the look that sees it finished). Nothing cancels a benchmark job, so what is
-/// finished and not dead is completed. With `starts`, the counts are looked at every
-/// [`END_POLL`] once jobs have stopped starting (see [`LastStart`]); without, every
-/// [`POLL`].
+/// finished and not dead is completed. The counts are looked at when
+/// [`LastStart::look_at`] says.
 async fn wait_finished(
     counter: &Counter,
     queue: &str,
     target: u64,
     deadline: tokio::time::Instant,
     progress: &mut Progress,
-    starts: Option<&LastStart>,
+    starts: &LastStart,
 ) -> Result<(u64, u64, Instant), Error> {
     let mut counted = Instant::now();
     loop {
@@ -364,15 +382,10 @@ async fn wait_finished(
             }
         }
         let polled = Instant::now();
-        match starts {
-            None => tokio::time::sleep(POLL).await,
-            Some(starts) => {
-                while polled.elapsed() < POLL {
-                    tokio::time::sleep(END_POLL).await;
-                    if starts.quiet_for(QUIET) {
-                        break;
-                    }
-                }
+        loop {
+            tokio::time::sleep(END_POLL).await;
+            if starts.look_at(micros(), polled.elapsed()) {
+                break;
             }
         }
     }
@@ -432,7 +445,7 @@ pub async fn drain(args: &Args) -> Result<serde_json::Value, Error> {
         args.jobs as u64,
         deadline,
         &mut progress,
-        Some(&starts),
+        &starts,
     )
     .await?;
     let seconds = ended.duration_since(started).as_secs_f64();
@@ -559,12 +572,15 @@ pub async fn failures(args: &Args) -> Result<serde_json::Value, Error> {
     crate::ceiling::analyze(&args.url).await?;
     let attempts = Arc::new(AtomicU64::new(0));
     let counter = attempts.clone();
+    let starts = Arc::new(LastStart::default());
+    let last_start = starts.clone();
     let (fail_percent, poison_every) = (args.fail_percent, args.poison_every as u64);
     let started = Instant::now();
     let worker = builder(store.clone(), args)
         .policies(PolicySet::new(policy))
         .handler_fn(KIND, move |ctx: JobContext, p: serde_json::Value| {
             counter.fetch_add(1, Ordering::Relaxed);
+            last_start.mark();
             let i = p["i"].as_u64().unwrap_or(0);
             let attempt = u32::try_from(ctx.attempt()).unwrap_or(0);
             let fails = attempt_fails(i, attempt, fail_percent, poison_every);
@@ -584,7 +600,7 @@ pub async fn failures(args: &Args) -> Result<serde_json::Value, Error> {
         args.jobs as u64,
         deadline,
         &mut progress,
-        None,
+        &starts,
     )
     .await?;
     let seconds = ended.duration_since(started).as_secs_f64();
@@ -608,6 +624,7 @@ pub async fn failures(args: &Args) -> Result<serde_json::Value, Error> {
         "expected_dead": expected_dead,
         "dead_are_exactly_the_poison_jobs": dead_ok,
         "attempts": attempts.load(Ordering::Relaxed),
+        "polls": POLLS.load(Ordering::Relaxed),
         "seconds": seconds,
         "per_sec": completed as f64 / seconds,
         "partial": completed + dead < args.jobs as u64,
@@ -767,6 +784,42 @@ pub async fn latency(args: &Args) -> Result<serde_json::Value, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_drain_looks_quickly_only_between_quiet_and_quiet_end_after_the_last_start() {
+        let ms = Duration::from_millis;
+        let at = |since_start: Duration| 1_000_000 + since_start.as_micros() as u64;
+        let starts = LastStart::default();
+        // No job has started yet: every POLL.
+        assert!(!starts.look_at(at(ms(50)), END_POLL));
+        assert!(!starts.look_at(at(ms(50)), POLL - ms(1)));
+        assert!(starts.look_at(at(ms(50)), POLL));
+
+        starts.mark_at(at(ms(0)));
+        for since_start in [ms(0), ms(4), QUIET_END, ms(101), ms(2_000)] {
+            // Jobs still starting, or a pause past QUIET_END (a retry's backoff): every POLL.
+            assert!(
+                !starts.look_at(at(since_start), END_POLL),
+                "{since_start:?}"
+            );
+            assert!(
+                !starts.look_at(at(since_start), POLL - ms(1)),
+                "{since_start:?}"
+            );
+            assert!(starts.look_at(at(since_start), POLL), "{since_start:?}");
+        }
+        for since_start in [QUIET, ms(20), QUIET_END - ms(1)] {
+            // Near the drain's end: every END_POLL.
+            assert!(!starts.look_at(at(since_start), ms(1)), "{since_start:?}");
+            assert!(starts.look_at(at(since_start), END_POLL), "{since_start:?}");
+        }
+
+        // A new start moves the window.
+        starts.mark_at(at(ms(1_000)));
+        assert!(!starts.look_at(at(ms(1_002)), END_POLL));
+        assert!(starts.look_at(at(ms(1_010)), END_POLL));
+        assert!(!starts.look_at(at(ms(1_100)), END_POLL));
+    }
 
     #[test]
     fn only_poison_jobs_fail_their_last_attempt_and_about_30_percent_of_others_fail() {
