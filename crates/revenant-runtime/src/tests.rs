@@ -630,7 +630,7 @@ fn retry_after(backoff: Duration) -> RetryPolicy {
 /// by `worker`, and returns the job as it ended with the lease token each attempt saw
 /// in the store (a claim sets a new one; a kept retry keeps its lease).
 async fn three_failures_then_success(
-    policy: RetryPolicy,
+    policies: PolicySet,
     worker: impl FnOnce(WorkerBuilder) -> WorkerBuilder,
 ) -> (Job, Vec<Option<i64>>) {
     let store = Arc::new(FaultyStore::open().await);
@@ -650,7 +650,7 @@ async fn three_failures_then_success(
         }
     };
     let built = worker(builder_with(&store, 2))
-        .policies(PolicySet::new(policy))
+        .policies(policies)
         .handler_fn("flaky", handler)
         .build()
         .unwrap();
@@ -676,7 +676,8 @@ async fn three_failures_then_success(
 /// and each failure is recorded with its attempt, as one through the queue would be.
 #[tokio::test]
 async fn a_worker_that_claims_ahead_keeps_its_short_retries() {
-    let (job, tokens) = three_failures_then_success(retry_after(ms(1)), |b| b.claim_ahead(4)).await;
+    let (job, tokens) =
+        three_failures_then_success(PolicySet::new(retry_after(ms(1))), |b| b.claim_ahead(4)).await;
     assert_eq!(job.status, JobState::Completed, "{job:#?}");
     assert_eq!(job.attempts, 4);
     let attempts: Vec<i32> = job.errors.iter().map(|e| e.attempt).collect();
@@ -694,14 +695,28 @@ async fn a_worker_that_claims_ahead_keeps_its_short_retries() {
 }
 
 /// Retries go through the queue (a claim, a new lease, each attempt) when the worker
-/// does not claim ahead, or when they are due later than a worker keeps them.
+/// does not claim ahead, when they are due later than a worker keeps them, and for a
+/// kind whose lease is shorter than its queue's (its own lease, set at its first
+/// heartbeat, could run out within the claim's hold).
 #[tokio::test]
 async fn retries_go_through_the_queue_without_claim_ahead_or_when_due_later() {
-    for (case, policy, ahead) in [
-        ("no claim ahead", retry_after(ms(1)), 0),
-        ("due in 40 ms", retry_after(ms(40)), 4),
+    let short_lease = retry_after(ms(1))
+        .to_builder()
+        .lease(ms(5_000))
+        .attempt_timeout(ms(2_000))
+        .heartbeat(ms(1_000))
+        .build()
+        .unwrap();
+    for (case, policies, ahead) in [
+        ("no claim ahead", PolicySet::new(retry_after(ms(1))), 0),
+        ("due in 40 ms", PolicySet::new(retry_after(ms(40))), 4),
+        (
+            "a kind's shorter lease",
+            PolicySet::new(retry_after(ms(1))).with_kind("flaky", short_lease),
+            4,
+        ),
     ] {
-        let (job, tokens) = three_failures_then_success(policy, |b| b.claim_ahead(ahead)).await;
+        let (job, tokens) = three_failures_then_success(policies, |b| b.claim_ahead(ahead)).await;
         assert_eq!(
             (job.status, job.attempts),
             (JobState::Completed, 4),
