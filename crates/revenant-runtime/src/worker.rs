@@ -302,7 +302,8 @@ impl WorkerBuilder {
     /// than go to the back of the queue through a write and a claim. It waits as a
     /// buffered job does (no slot, the same hold, released at shutdown with the
     /// attempt given back; a crash spends it). A job of a group keeps its group's turn
-    /// meanwhile, as it would while running.
+    /// meanwhile, as it would while running. A kind whose lease is shorter than its
+    /// queue's has its retries go through the queue.
     ///
     /// A worker with
     /// [`WorkerBuilder::dependencies`] never claims ahead (the dependency gate takes

@@ -46,6 +46,17 @@ pub async fn fail_retry_sets_run_at_and_keeps_the_attempt_spent(store: Arc<dyn S
     assert_eq!(again[0].attempts, 2);
 }
 
+/// Fails `job` transiently with `message` at `now`, kept for its next attempt 20 ms
+/// later.
+async fn fail_kept(stage: &Stage, job: &Job, message: &str, now: Timestamp) {
+    let keep = FailAction::Keep {
+        delay: Duration::from_millis(20),
+    };
+    stage
+        .fail(job, failure(FailureClass::Transient, message), keep, now)
+        .await;
+}
+
 /// A kept retry ([`FailAction::Keep`]) leaves the job running under its lease, records
 /// the failure, and counts the next attempt at once, due after the delay: the lease's
 /// token fences the next attempt's result, no claim takes the job meanwhile, a stale
@@ -56,9 +67,6 @@ pub async fn fail_keep_leaves_the_job_running_and_counts_its_next_attempt(store:
     let running = stage
         .running(job("q", "k").with_max_attempts(3), t0())
         .await;
-    let keep = FailAction::Keep {
-        delay: Duration::from_millis(20),
-    };
     let stale = JobFailure {
         lease: LeaseRef {
             id: running.id,
@@ -67,7 +75,9 @@ pub async fn fail_keep_leaves_the_job_running_and_counts_its_next_attempt(store:
             ),
         },
         failure: failure(FailureClass::Transient, "stale"),
-        action: keep.clone(),
+        action: FailAction::Keep {
+            delay: Duration::from_millis(20),
+        },
         worker: None,
     };
     let result = store
@@ -84,14 +94,7 @@ pub async fn fail_keep_leaves_the_job_running_and_counts_its_next_attempt(store:
         "a stale lease changes nothing"
     );
 
-    stage
-        .fail(
-            &running,
-            failure(FailureClass::Transient, "503 from provider"),
-            keep.clone(),
-            at(5),
-        )
-        .await;
+    fail_kept(&stage, &running, "503 from provider", at(5)).await;
     let row = stage.get(running.id).await;
     assert_eq!(row.status, JobState::Running);
     assert_eq!(row.attempts, 2, "the next attempt is counted when kept");
@@ -115,28 +118,14 @@ pub async fn fail_keep_leaves_the_job_running_and_counts_its_next_attempt(store:
     );
 
     // The second attempt fails and is kept again: the third is the last.
-    stage
-        .fail(
-            &running,
-            failure(FailureClass::Transient, "503 again"),
-            keep.clone(),
-            at(7),
-        )
-        .await;
+    fail_kept(&stage, &running, "503 again", at(7)).await;
     let row = stage.get(running.id).await;
     assert_eq!((row.status, row.attempts), (JobState::Running, 3));
     assert_eq!(row.errors.len(), 2);
     assert_eq!(row.errors[1].attempt, 2);
 
     // No attempts left: kept is retried instead, through the queue.
-    stage
-        .fail(
-            &running,
-            failure(FailureClass::Transient, "503 once more"),
-            keep.clone(),
-            at(8),
-        )
-        .await;
+    fail_kept(&stage, &running, "503 once more", at(8)).await;
     let row = stage.get(running.id).await;
     assert_eq!(row.status, JobState::Ready);
     assert_eq!(row.attempts, 3);
@@ -147,26 +136,12 @@ pub async fn fail_keep_leaves_the_job_running_and_counts_its_next_attempt(store:
     // A kept job completes under its lease, and one released gets its counted attempt
     // back.
     let completed = stage.running(job("q2", "k"), at(10)).await;
-    stage
-        .fail(
-            &completed,
-            failure(FailureClass::Transient, "503"),
-            keep.clone(),
-            at(11),
-        )
-        .await;
+    fail_kept(&stage, &completed, "503", at(11)).await;
     stage.complete(&completed, at(12)).await;
     let row = stage.get(completed.id).await;
     assert_eq!((row.status, row.attempts), (JobState::Completed, 2));
     let released = stage.running(job("q3", "k"), at(10)).await;
-    stage
-        .fail(
-            &released,
-            failure(FailureClass::Transient, "503"),
-            keep,
-            at(11),
-        )
-        .await;
+    fail_kept(&stage, &released, "503", at(11)).await;
     let result = store
         .job_release(JobReleaseParams {
             leases: vec![lease_of(&released)],
