@@ -613,9 +613,8 @@ async fn start(
                 // Boxed: an attempt's future is about 2.5 KB, and a task copies its
                 // future when it is spawned and again when it ends; a box is copied as a
                 // pointer (the copies were a tenth of the runtime's CPU in a drain of
-                // no-op jobs).
-                // Its retry may be kept while the claim's buffer hold lasts (see
-                // crate::executor); the kept job comes back here.
+                // no-op jobs). Its retry may be kept while the claim's buffer hold lasts
+                // (see crate::executor); the kept job comes back here.
                 let keep_until = keeping.map(|k| sent + k.hold);
                 let run = Box::pin(executor::run(
                     shared.clone(),

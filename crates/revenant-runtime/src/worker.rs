@@ -136,8 +136,8 @@ pub(crate) struct Shared {
     pub(crate) dependencies: Option<Dependencies>,
     /// Short retries this worker wrote, so its fetchers wake when they come due.
     pub(crate) due_soon: crate::due_soon::DueSoon,
-    /// Jobs whose retry this worker keeps, waiting for their next attempt (see
-    /// [`crate::executor`]): shutdown waits for them to run or be released.
+    /// Jobs whose retry this worker keeps, on their way back to their fetcher (see
+    /// [`crate::executor`]): shutdown waits for each to be taken or released.
     pub(crate) kept: tokio_util::task::TaskTracker,
 }
 
@@ -780,9 +780,10 @@ impl Worker {
         // Every executor holds a slot until its result is written or queued for the
         // completer (which counts what it has queued until written), so holding every
         // slot, then seeing nothing queued, means every job has left this worker.
-        // A kept job waiting for its next attempt holds no slot; it counts in
-        // `shared.kept` until it takes a slot or is released (at once, now that the
-        // shutdown began), and the release goes through the completer.
+        // A kept job on its way back to its fetcher holds no slot; it counts in
+        // `shared.kept` until the fetcher takes it (the fetchers have stopped and
+        // released theirs by now) or, the fetcher gone, its own task releases it
+        // through the completer.
         shared.kept.close();
         let all_idle = || async {
             for (semaphore, n) in &slots {
