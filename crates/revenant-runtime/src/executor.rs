@@ -27,9 +27,9 @@
 //!   it waits in the fetcher as a job claimed ahead does ([`crate::fetcher`]: at most
 //!   the buffer hold, counted from its claim), and at shutdown it is released with the
 //!   attempt given back. Not kept: a job that came through the dependency gate (it
-//!   must pass the gate again), one claimed off an expired lease (a suspect), and any
-//!   retry once shutdown began, nor a job of a kind whose lease is shorter than its
-//!   queue's (the hold is counted from the queue's lease).
+//!   must pass the gate again), one claimed off an expired lease (a suspect), one of a
+//!   kind whose lease is shorter than its queue's (the hold is counted from the
+//!   queue's lease), and any retry once shutdown began.
 //! - A job that calls a protected dependency (it came through the dependency gate
 //!   with a ticket) first waits for its rate-limit turn and this process's spacing,
 //!   and its answer (success, transient failure, or neither) is counted for the
@@ -181,9 +181,9 @@ pub(crate) async fn run(
         .as_ref()
         .and_then(|ticket| SlowTimer::start(&shared, ticket, job.id));
     // The handler takes the payload; nothing after it reads the job's copy, unless the
-    // job may be kept for its next attempt: then the handler gets a copy.
-    // A kind whose lease is shorter than its queue's has set its own at its first
-    // beat, so the claim's hold (counted from the queue's lease) would outlast it.
+    // job may be kept for its next attempt: then the handler gets a copy. (A kind whose
+    // lease is shorter than its queue's has set its own at its first beat, so the
+    // claim's hold, counted from the queue's lease, would outlast it.)
     let keep_until = keep_until.filter(|_| {
         ticket.is_none()
             && !job.reclaimed

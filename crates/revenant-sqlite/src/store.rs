@@ -1207,15 +1207,18 @@ impl Store for SqliteStore {
                 .entry((queue.clone(), failure.failure.class.as_str()))
                 .or_default() += 1;
             match &failure.action {
-                // A kept job with no attempts left is retried instead, as on PostgreSQL.
-                FailAction::Keep { delay } if row.attempts < row.max_attempts => {
-                    let delay = held_delay(*delay);
-                    kept.push((lease.id, now.saturating_add(millis(delay)), errors));
-                }
                 FailAction::Retry { delay } | FailAction::Keep { delay } => {
-                    let delay = held_delay(*delay);
-                    retries.push((lease.id, now.saturating_add(millis(delay)), errors));
-                    wake.insert(queue);
+                    let due = now.saturating_add(millis(held_delay(*delay)));
+                    // A kept job with no attempts left is retried instead, as on
+                    // PostgreSQL.
+                    let keep = matches!(failure.action, FailAction::Keep { .. })
+                        && row.attempts < row.max_attempts;
+                    if keep {
+                        kept.push((lease.id, due, errors));
+                    } else {
+                        retries.push((lease.id, due, errors));
+                        wake.insert(queue);
+                    }
                 }
                 FailAction::Dead { reason } => {
                     let print = fingerprint::fingerprint(&ErrorEntry::truncate_message(
