@@ -41,12 +41,11 @@ use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
-use crate::completer::Ack;
+use crate::completer::{Ack, Slot};
 use crate::context::{JobContext, JobContextParts};
 use crate::gate::{Answer, Ticket};
 use crate::metrics::{self, AttemptOutcome};
@@ -97,7 +96,7 @@ pub(crate) async fn run(
     claim_lease: Duration,
     claim_sent: Instant,
     mut job: ClaimedJob,
-    slot: OwnedSemaphorePermit,
+    slot: Slot,
     ticket: Option<Ticket>,
     keep_until: Option<Instant>,
 ) -> Option<Kept> {
@@ -623,7 +622,7 @@ async fn finish(
     lease: LeaseRef,
     policy: &RetryPolicy,
     outcome: Outcome,
-    slot: OwnedSemaphorePermit,
+    slot: Slot,
     keep_until: Option<Instant>,
 ) -> (Transition, Settled, Option<(Instant, TaskTrackerToken)>) {
     let mut settlement = Settlement::decide(

@@ -621,7 +621,7 @@ async fn start(
                     claim_lease,
                     sent,
                     job,
-                    permit,
+                    shared.completer.slot(permit),
                     ticket,
                     keep_until,
                 ));
