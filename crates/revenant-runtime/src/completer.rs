@@ -265,7 +265,14 @@ async fn run(
         };
         let mut batch = vec![first];
         take_waiting(&mut rx, &mut batch);
-        gather_more(&mut rx, &mut batch, gathering.target, &stop, gathering.at_once()).await;
+        gather_more(
+            &mut rx,
+            &mut batch,
+            gathering.target,
+            &stop,
+            gathering.at_once(),
+        )
+        .await;
         write(store.as_ref(), batch, &abandon).await;
     }
 }
@@ -598,7 +605,8 @@ mod tests {
             lease_token: revenant_core::job::LeaseToken(3),
         };
         let sender = handle.clone();
-        let handed = tokio::spawn(async move { sender.hand_over(Ack::Complete(lease), first).await });
+        let handed =
+            tokio::spawn(async move { sender.hand_over(Ack::Complete(lease), first).await });
         let request = rx.recv().await.expect("the result queued");
         // The completer that takes the result sees no attempt running, and the slot free.
         assert_eq!(handle.running.load(Ordering::Acquire), 0);
