@@ -624,33 +624,12 @@ mod tests {
     #[tokio::test]
     async fn a_batch_writes_its_failures_beside_its_completions() {
         use revenant_core::decide::Failure;
-        use revenant_core::job::{FailureClass, NewJob};
-        use revenant_core::store::{FailAction, JobClaimParams, JobEnqueueParams};
+        use revenant_core::job::FailureClass;
+        use revenant_core::store::FailAction;
 
         let store = Arc::new(crate::faulty::FaultyStore::open().await);
-        store
-            .job_enqueue(JobEnqueueParams {
-                jobs: vec![NewJob::new("q", "k", serde_json::json!(null)); 2],
-                default_max_attempts: 3,
-                now: None,
-            })
-            .await
-            .unwrap();
-        let claimed = store
-            .job_claim(JobClaimParams {
-                queue: "q".into(),
-                worker: "w".into(),
-                limit: 2,
-                lease: Duration::from_secs(60),
-                reclaim: true,
-                now: None,
-            })
-            .await
-            .unwrap();
-        let lease = |i: usize| LeaseRef {
-            id: claimed[i].id,
-            lease_token: claimed[i].lease_token.expect("a claimed job's lease"),
-        };
+        let leases = store.running(2).await;
+        let lease = |i: usize| leases[i];
         let failure = JobFailure {
             lease: lease(1),
             failure: Failure {

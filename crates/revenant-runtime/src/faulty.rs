@@ -101,6 +101,39 @@ impl FaultyStore {
             .unwrap_or_else(|| panic!("no job {id}"))
     }
 
+    /// The leases of `n` jobs of queue `q`, enqueued and claimed for a minute: running
+    /// jobs whose results a test writes. Not counted, never failed.
+    pub(crate) async fn running(&self, n: usize) -> Vec<LeaseRef> {
+        self.inner
+            .job_enqueue(JobEnqueueParams {
+                jobs: vec![revenant_core::job::NewJob::new("q", "k", serde_json::json!(null)); n],
+                default_max_attempts: 3,
+                now: None,
+            })
+            .await
+            .expect("job_enqueue");
+        let claimed = self
+            .inner
+            .job_claim(JobClaimParams {
+                queue: "q".into(),
+                worker: "w".into(),
+                limit: u32::try_from(n).expect("a small claim"),
+                lease: Duration::from_secs(60),
+                reclaim: true,
+                now: None,
+            })
+            .await
+            .expect("job_claim");
+        assert_eq!(claimed.len(), n, "every job claimed");
+        claimed
+            .into_iter()
+            .map(|job| LeaseRef {
+                id: job.id,
+                lease_token: job.lease_token.expect("a claimed job's lease"),
+            })
+            .collect()
+    }
+
     /// Every job, by id. Read as [`FaultyStore::job`] is.
     pub(crate) async fn all(&self) -> Vec<Job> {
         let mut jobs = Vec::new();
