@@ -114,9 +114,12 @@ pub(crate) enum AckError {
     Stopped,
 }
 
+/// Where the executor waits for its result's answer.
+type Reply = oneshot::Sender<Result<Fenced, AckError>>;
+
 struct Request {
     ack: Ack,
-    reply: oneshot::Sender<Result<Fenced, AckError>>,
+    reply: Reply,
 }
 
 /// An attempt's slot from its start until its result is handed over: the permit of
@@ -325,41 +328,44 @@ async fn write(store: &dyn Store, batch: Vec<Request>, abandon: &CancellationTok
             Ack::Release(lease) => releases.push((lease, request.reply)),
         }
     }
-    // Failures and completions are different jobs' rows: the two calls go out together
-    // (see the module docs).
-    let fail = async {
-        if fails.is_empty() {
-            return;
-        }
-        let failures: Vec<JobFailure> = fails.iter().map(|(failure, _)| failure.clone()).collect();
-        let result = call_batched(&failures, abandon, "job_fail", |failures| {
+    // Failures beside completions, the two calls at once (see the module docs).
+    tokio::join!(
+        write_kind(fails, abandon, "job_fail", |failures| {
             store.job_fail(JobFailParams {
                 failures,
                 now: None,
             })
-        })
-        .await;
-        reply_all(fails.into_iter().map(|(_, reply)| reply), result);
-    };
-    let complete = async {
-        if completes.is_empty() {
-            return;
-        }
-        let leases: Vec<LeaseRef> = completes.iter().map(|(lease, _)| *lease).collect();
-        let result = call_batched(&leases, abandon, "job_complete", |leases| {
+        }),
+        write_kind(completes, abandon, "job_complete", |leases| {
             store.job_complete(JobCompleteParams { leases, now: None })
-        })
-        .await;
-        reply_all(completes.into_iter().map(|(_, reply)| reply), result);
-    };
-    tokio::join!(fail, complete);
-    if !releases.is_empty() {
-        let leases: Vec<LeaseRef> = releases.iter().map(|(lease, _)| *lease).collect();
-        let result = call_batched(&leases, abandon, "job_release", |leases| {
-            store.job_release(JobReleaseParams { leases, now: None })
-        })
-        .await;
-        reply_all(releases.into_iter().map(|(_, reply)| reply), result);
+        }),
+    );
+    write_kind(releases, abandon, "job_release", |leases| {
+        store.job_release(JobReleaseParams { leases, now: None })
+    })
+    .await;
+}
+
+/// Writes a batch's results of one kind with [`call_batched`] and answers each
+/// executor; with none, does nothing.
+async fn write_kind<T, F, Fut>(
+    requests: Vec<(T, Reply)>,
+    abandon: &CancellationToken,
+    op: &'static str,
+    call: F,
+) where
+    T: Clone,
+    F: Fn(Vec<T>) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<Fenced>, StoreError>>,
+{
+    if requests.is_empty() {
+        return;
+    }
+    let (items, replies): (Vec<T>, Vec<Reply>) = requests.into_iter().unzip();
+    let results = call_batched(&items, abandon, op, call).await;
+    for (reply, result) in replies.into_iter().zip(results) {
+        // The executor may be gone (aborted at shutdown); nothing to tell it then.
+        let _ = reply.send(result);
     }
 }
 
@@ -409,16 +415,6 @@ where
             }
             results
         }
-    }
-}
-
-fn reply_all(
-    replies: impl Iterator<Item = oneshot::Sender<Result<Fenced, AckError>>>,
-    results: Vec<Result<Fenced, AckError>>,
-) {
-    for (reply, result) in replies.zip(results) {
-        // The executor may be gone (aborted at shutdown); nothing to tell it then.
-        let _ = reply.send(result);
     }
 }
 

@@ -46,14 +46,17 @@ pub async fn fail_retry_sets_run_at_and_keeps_the_attempt_spent(store: Arc<dyn S
     assert_eq!(again[0].attempts, 2);
 }
 
-/// Fails `job` transiently with `message` at `now`, kept for its next attempt 20 ms
-/// later.
-async fn fail_kept(stage: &Stage, job: &Job, message: &str, now: Timestamp) {
-    let keep = FailAction::Keep {
+/// A kept retry, its next attempt due 20 ms later.
+fn keep() -> FailAction {
+    FailAction::Keep {
         delay: Duration::from_millis(20),
-    };
+    }
+}
+
+/// Fails `job` transiently with `message` at `now`, kept ([`keep`]).
+async fn fail_kept(stage: &Stage, job: &Job, message: &str, now: Timestamp) {
     stage
-        .fail(job, failure(FailureClass::Transient, message), keep, now)
+        .fail(job, failure(FailureClass::Transient, message), keep(), now)
         .await;
 }
 
@@ -75,9 +78,7 @@ pub async fn fail_keep_leaves_the_job_running_and_counts_its_next_attempt(store:
             ),
         },
         failure: failure(FailureClass::Transient, "stale"),
-        action: FailAction::Keep {
-            delay: Duration::from_millis(20),
-        },
+        action: keep(),
         worker: None,
     };
     let result = store
