@@ -57,8 +57,9 @@
 //! then cost about 10% more commits in a drain of no-op jobs (W4).
 //!
 //! **Failures beside completions.** A batch's failures and its completions go out
-//! together, two calls on two connections (one after the other on SQLite's one
-//! writer). The rows the two change are never the same: a lease has one result in
+//! together, two calls on two connections (on SQLite, whose one writer takes them
+//! one after the other, the store's group commit writes the two in one transaction).
+//! The rows the two change are never the same: a lease has one result in
 //! flight (a kept job's next attempt starts once its failure is written), and a result
 //! under a lease that is gone matches no row, so it takes no row lock; the two cannot
 //! wait on each other. Written one after the other, completions first, a kept retry

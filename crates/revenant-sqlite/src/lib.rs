@@ -26,12 +26,14 @@
 //! SQLite serializes writers, so one database serves one machine: for many worker
 //! machines use PostgreSQL.
 //!
-//! Enqueue calls that wait for the writer share one transaction, and so one commit
-//! and one sync (group commit): the call that gets the writer's turn writes every
-//! enqueue queued by then, each as it would be alone, and answers each after the
-//! commit. An idle writer writes a call alone, as before; a busy one writes more calls
-//! per commit instead of falling behind its producers. A call that fails fails alone:
-//! the turn's calls are then written one at a time, each with its own answer.
+//! Enqueue calls and batches of results (`job_complete`, `job_fail`) that wait for the
+//! writer share one transaction, and so one commit and one sync (group commit): the
+//! call that gets the writer's turn writes every call queued by then, each as it would
+//! be alone, and answers each after the commit. An idle writer writes a call alone, as
+//! before; a busy one writes more calls per commit instead of falling behind its
+//! producers, and the runtime's completions and failures of one batch, sent together,
+//! are one commit. A call that fails fails alone: the turn's calls are then written
+//! one at a time, each with its own answer.
 //!
 //! # Clock
 //!

@@ -46,6 +46,7 @@ use crate::sql;
 use crate::wake::Wakeups;
 
 mod group_commit;
+use group_commit::Settle;
 mod schedule;
 
 /// How long a writer waits for another process's write lock before the call fails
@@ -82,8 +83,9 @@ pub struct SqliteStore {
     writer: SqlitePool,
     /// Serializes this process's writers before they take SQLite's write lock.
     write_lock: Arc<Mutex<()>>,
-    /// Enqueue calls waiting for the writer, written together (group commit).
-    enqueues: group_commit::Queue,
+    /// Enqueues and batches of results waiting for the writer, written together
+    /// (group commit).
+    waiting: group_commit::Queue,
     /// Wake-ups for `wait_for_jobs`, per queue.
     wakeups: Wakeups,
     /// Keeps a temporary database's directory until the store is dropped.
@@ -346,7 +348,7 @@ impl SqliteStore {
             pool,
             writer,
             write_lock: Arc::new(Mutex::new(())),
-            enqueues: group_commit::Queue::default(),
+            waiting: group_commit::Queue::default(),
             wakeups: Wakeups::default(),
             _temp_dir: temp_dir,
         };
@@ -405,6 +407,143 @@ impl SqliteStore {
                 source: Some(Box::new(err)),
             })??;
         Ok((guard, tx))
+    }
+
+    /// Completes `params`' jobs whose leases hold, in `tx`, at `now`: one read of the
+    /// running rows for the batch, the fence checked in Rust, then one update for the
+    /// jobs that hold. The write transaction keeps the rows from changing in between.
+    /// Returns one result per lease and the queues whose grouped jobs it unblocked.
+    pub(crate) async fn complete_in(
+        tx: &mut Transaction<'static, Sqlite>,
+        params: &JobCompleteParams,
+        now: i64,
+    ) -> Result<(Vec<Fenced>, BTreeSet<String>), StoreError> {
+        let mut running = Self::running_by_ids(tx, params.leases.iter().map(|l| l.id)).await?;
+        let mut results = Vec::with_capacity(params.leases.len());
+        let mut applied = Vec::with_capacity(params.leases.len());
+        let mut unblocked = BTreeSet::new();
+        for lease in &params.leases {
+            let Some(row) = take_fenced(&mut running, lease) else {
+                results.push(Fenced::LeaseLost);
+                continue;
+            };
+            if row.group_key.is_some() {
+                unblocked.insert(row.queue);
+            }
+            applied.push(lease.id);
+            results.push(Fenced::Applied);
+        }
+        if !applied.is_empty() {
+            sqlx::query(sql::JOB_COMPLETE_BATCH)
+                .bind(json_array(&applied)?)
+                .bind(now)
+                .execute(&mut **tx)
+                .await
+                .map_err(classify)?;
+        }
+        Ok((results, unblocked))
+    }
+
+    /// Records `params`' failed attempts whose leases hold, in `tx`, at `now`. As in
+    /// [`Self::complete_in`]: one read for the batch, the fence checked in Rust, then
+    /// one statement for every retry, one for every kept retry and one for the failure
+    /// log. A death also sets the fingerprint and reason; it stays one statement per
+    /// job (the rare path). Returns one result per failure and the queues to wake.
+    pub(crate) async fn fail_in(
+        tx: &mut Transaction<'static, Sqlite>,
+        params: &JobFailParams,
+        now: i64,
+    ) -> Result<(Vec<Fenced>, BTreeSet<String>), StoreError> {
+        let at = timestamp(now, "now")?;
+        let mut running =
+            Self::running_by_ids(tx, params.failures.iter().map(|f| f.lease.id)).await?;
+        let mut results = Vec::with_capacity(params.failures.len());
+        let mut retries: Vec<(JobId, i64, String)> = Vec::new();
+        let mut kept: Vec<(JobId, i64, String)> = Vec::new();
+        // Failures per queue and class: the failure log gets one row for each.
+        let mut logged: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
+        let mut wake = BTreeSet::new();
+        for failure in &params.failures {
+            let lease = failure.lease;
+            let Some(row) = take_fenced(&mut running, &lease) else {
+                results.push(Fenced::LeaseLost);
+                continue;
+            };
+            let queue = row.queue;
+            let grouped = row.group_key.is_some();
+            let entry = ErrorEntry {
+                attempt: row.attempts,
+                at,
+                class: failure.failure.class,
+                message: failure.failure.message.clone(),
+                worker: failure.worker.clone().or(row.worker),
+            };
+            let errors = push_entry(&row.errors, entry)?;
+            *logged
+                .entry((queue.clone(), failure.failure.class.as_str()))
+                .or_default() += 1;
+            match &failure.action {
+                FailAction::Retry { delay } | FailAction::Keep { delay } => {
+                    let due = now.saturating_add(millis(held_delay(*delay)));
+                    // A kept job with no attempts left is retried instead, as on
+                    // PostgreSQL.
+                    let keep = matches!(failure.action, FailAction::Keep { .. })
+                        && row.attempts < row.max_attempts;
+                    if keep {
+                        kept.push((lease.id, due, errors));
+                    } else {
+                        retries.push((lease.id, due, errors));
+                        wake.insert(queue);
+                    }
+                }
+                FailAction::Dead { reason } => {
+                    let print = fingerprint::fingerprint(&ErrorEntry::truncate_message(
+                        &failure.failure.message,
+                    ));
+                    sqlx::query(sql::JOB_FAIL_DEAD)
+                        .bind(lease.id)
+                        .bind(lease.lease_token.0)
+                        .bind(reason.as_str())
+                        .bind(now)
+                        .bind(errors)
+                        .bind(&print)
+                        .execute(&mut **tx)
+                        .await
+                        .map_err(classify)?;
+                    if grouped {
+                        wake.insert(queue);
+                    }
+                }
+            }
+            results.push(Fenced::Applied);
+        }
+        if !retries.is_empty() {
+            sqlx::query(sql::JOB_FAIL_RETRY_BATCH)
+                .bind(json_array(&retries)?)
+                .execute(&mut **tx)
+                .await
+                .map_err(classify)?;
+        }
+        if !kept.is_empty() {
+            sqlx::query(sql::JOB_FAIL_KEEP_BATCH)
+                .bind(json_array(&kept)?)
+                .execute(&mut **tx)
+                .await
+                .map_err(classify)?;
+        }
+        if !logged.is_empty() {
+            let logged: Vec<(&str, &str, i64)> = logged
+                .iter()
+                .map(|((queue, class), n)| (queue.as_str(), *class, *n))
+                .collect();
+            sqlx::query(sql::ATTEMPT_FAILURE_LOG_BATCH)
+                .bind(json_array(&logged)?)
+                .bind(now)
+                .execute(&mut **tx)
+                .await
+                .map_err(classify)?;
+        }
+        Ok((results, wake))
     }
 
     /// Inserts `params`' jobs in `tx` (the one insert path of `job_enqueue` and of a
@@ -1135,35 +1274,9 @@ impl Store for SqliteStore {
         if params.leases.is_empty() {
             return Ok(Vec::new());
         }
-        let (_turn, mut tx) = self.write().await?;
-        let now = clock(params.now);
-        // Two statements for the whole batch: read the running rows, check each lease
-        // in Rust, update the ones that hold. The write transaction keeps the rows from
-        // changing in between.
-        let mut running = Self::running_by_ids(&mut tx, params.leases.iter().map(|l| l.id)).await?;
-        let mut results = Vec::with_capacity(params.leases.len());
-        let mut applied = Vec::with_capacity(params.leases.len());
-        let mut unblocked = BTreeSet::new();
-        for lease in &params.leases {
-            let Some(row) = take_fenced(&mut running, lease) else {
-                results.push(Fenced::LeaseLost);
-                continue;
-            };
-            if row.group_key.is_some() {
-                unblocked.insert(row.queue);
-            }
-            applied.push(lease.id);
-            results.push(Fenced::Applied);
-        }
-        if !applied.is_empty() {
-            sqlx::query(sql::JOB_COMPLETE_BATCH)
-                .bind(json_array(&applied)?)
-                .bind(now)
-                .execute(&mut *tx)
-                .await
-                .map_err(classify)?;
-        }
-        tx.commit().await.map_err(classify)?;
+        // Written with the other results and enqueues waiting for the writer, in one
+        // transaction (group commit: see `group_commit`).
+        let (results, unblocked) = self.settle_grouped(Settle::Complete(params)).await?;
         self.signal(&unblocked);
         Ok(results)
     }
@@ -1173,101 +1286,7 @@ impl Store for SqliteStore {
         if params.failures.is_empty() {
             return Ok(Vec::new());
         }
-        let (_turn, mut tx) = self.write().await?;
-        let now = clock(params.now);
-        let at = timestamp(now, "now")?;
-        // As in job_complete: one read for the batch, the fence checked in Rust, then one
-        // statement for every retry and one for the failure log. A death also sets the
-        // fingerprint and reason; it stays one statement per job (the rare path).
-        let mut running =
-            Self::running_by_ids(&mut tx, params.failures.iter().map(|f| f.lease.id)).await?;
-        let mut results = Vec::with_capacity(params.failures.len());
-        let mut retries: Vec<(JobId, i64, String)> = Vec::new();
-        let mut kept: Vec<(JobId, i64, String)> = Vec::new();
-        // Failures per queue and class: the failure log gets one row for each.
-        let mut logged: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
-        let mut wake = BTreeSet::new();
-        for failure in &params.failures {
-            let lease = failure.lease;
-            let Some(row) = take_fenced(&mut running, &lease) else {
-                results.push(Fenced::LeaseLost);
-                continue;
-            };
-            let queue = row.queue;
-            let grouped = row.group_key.is_some();
-            let entry = ErrorEntry {
-                attempt: row.attempts,
-                at,
-                class: failure.failure.class,
-                message: failure.failure.message.clone(),
-                worker: failure.worker.clone().or(row.worker),
-            };
-            let errors = push_entry(&row.errors, entry)?;
-            *logged
-                .entry((queue.clone(), failure.failure.class.as_str()))
-                .or_default() += 1;
-            match &failure.action {
-                FailAction::Retry { delay } | FailAction::Keep { delay } => {
-                    let due = now.saturating_add(millis(held_delay(*delay)));
-                    // A kept job with no attempts left is retried instead, as on
-                    // PostgreSQL.
-                    let keep = matches!(failure.action, FailAction::Keep { .. })
-                        && row.attempts < row.max_attempts;
-                    if keep {
-                        kept.push((lease.id, due, errors));
-                    } else {
-                        retries.push((lease.id, due, errors));
-                        wake.insert(queue);
-                    }
-                }
-                FailAction::Dead { reason } => {
-                    let print = fingerprint::fingerprint(&ErrorEntry::truncate_message(
-                        &failure.failure.message,
-                    ));
-                    sqlx::query(sql::JOB_FAIL_DEAD)
-                        .bind(lease.id)
-                        .bind(lease.lease_token.0)
-                        .bind(reason.as_str())
-                        .bind(now)
-                        .bind(errors)
-                        .bind(&print)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(classify)?;
-                    if grouped {
-                        wake.insert(queue);
-                    }
-                }
-            }
-            results.push(Fenced::Applied);
-        }
-        if !retries.is_empty() {
-            sqlx::query(sql::JOB_FAIL_RETRY_BATCH)
-                .bind(json_array(&retries)?)
-                .execute(&mut *tx)
-                .await
-                .map_err(classify)?;
-        }
-        if !kept.is_empty() {
-            sqlx::query(sql::JOB_FAIL_KEEP_BATCH)
-                .bind(json_array(&kept)?)
-                .execute(&mut *tx)
-                .await
-                .map_err(classify)?;
-        }
-        if !logged.is_empty() {
-            let logged: Vec<(&str, &str, i64)> = logged
-                .iter()
-                .map(|((queue, class), n)| (queue.as_str(), *class, *n))
-                .collect();
-            sqlx::query(sql::ATTEMPT_FAILURE_LOG_BATCH)
-                .bind(json_array(&logged)?)
-                .bind(now)
-                .execute(&mut *tx)
-                .await
-                .map_err(classify)?;
-        }
-        tx.commit().await.map_err(classify)?;
+        let (results, wake) = self.settle_grouped(Settle::Fail(params)).await?;
         self.signal(&wake);
         Ok(results)
     }

@@ -1,56 +1,83 @@
-//! Group commit for enqueues: the enqueue calls waiting for the writer share one
-//! transaction, so they share its commit.
+//! Group commit: the enqueue calls and batches of results (completions, failed
+//! attempts) waiting for the writer share one transaction, so they share its commit.
 //!
 //! Every write is a transaction of its own, and in WAL mode with `synchronous = FULL`
 //! every commit syncs the WAL to disk. An enqueue of one job was a commit of its own:
 //! at 1,000 single enqueues a second beside a worker's claims and completions, the one
 //! writer spent its time syncing, fell behind its arrivals, and enqueue-to-start
 //! latency grew to seconds (`bench/run --workload w3`: p50 0.5 s to 3 s at 1,000
-//! jobs/s, 2 ms at 100).
+//! jobs/s, 2 ms at 100). Results came the same way: the runtime's completer writes a
+//! batch's failures and its completions as two calls at once (on PostgreSQL, two
+//! connections), and each was a commit of its own, writing the pages the two share
+//! (the jobs of one claim sit side by side) to the WAL twice.
 //!
-//! An enqueue call queues its jobs here, then waits for the writer's turn. The call
-//! that gets the turn takes every enqueue queued by then (its own, unless an earlier
-//! turn took it) and writes them in one transaction: one `BEGIN`, each call's inserts
-//! as `job_enqueue` alone would make them, one commit. Nothing is acknowledged before
-//! that commit, so durability is unchanged. While the writer is idle a turn holds one
-//! call and this is exactly the old path; the busier the writer, the more calls a turn
-//! holds, so the writer keeps up instead of falling behind.
+//! A call queues its work here, then waits for the writer's turn. The call that gets
+//! the turn takes every call queued by then (its own, unless an earlier turn took it)
+//! and writes them in one transaction: one `BEGIN`, each call's statements as the
+//! call alone would make them, in arrival order, one commit. Nothing is acknowledged
+//! before that commit, so durability is unchanged. While the writer is idle a turn
+//! holds one call and this is exactly the old path; the busier the writer, the more
+//! calls a turn holds, so the writer keeps up instead of falling behind.
 //!
-//! Failures stay per call. A call whose inserts fail, or a commit that fails, rolls the
-//! shared transaction back; each call of the turn is then written alone, in its own
+//! Failures stay per call. A call whose statements fail, or a commit that fails, rolls
+//! the shared transaction back; each call of the turn is then written alone, in its own
 //! transaction, and answered with its own result, as if there had been no sharing.
 //! Unique keys: the calls of a turn run in queue order in one transaction, each seeing
-//! the jobs of those before it, so a key taken by an earlier call of the turn makes a
-//! later one a duplicate, as written one after the other.
+//! the writes of those before it, so a key taken by an earlier call of the turn makes a
+//! later one a duplicate, as written one after the other. Results cannot meet in a
+//! turn: a lease has one result in flight, and a result under a lease that is gone
+//! matches no running row.
 //!
 //! Cancellation: a turn runs in a task of its own, so a caller dropped half-way (a
-//! timeout, an HTTP client gone) cannot roll back the others' jobs or leave their
+//! timeout, an HTTP client gone) cannot roll back the others' writes or leave their
 //! answer unknown. A call dropped before its turn began is skipped: nothing of it is
 //! written.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use revenant_core::store::{Enqueued, JobEnqueueParams};
+use revenant_core::store::{Enqueued, Fenced, JobCompleteParams, JobEnqueueParams, JobFailParams};
 use revenant_core::StoreError;
 use sqlx::sqlite::SqlitePool;
+use sqlx::{Sqlite, Transaction};
 use tokio::sync::{oneshot, OwnedMutexGuard};
 
 use super::{begin_write, clock, SqliteStore};
 use crate::error::classify;
 
-/// What one enqueue call gets back: its results, and the queues to wake.
-pub(super) type Answer = Result<(Vec<Enqueued>, BTreeSet<String>), StoreError>;
+/// A batch of results to write.
+pub(super) enum Settle {
+    Complete(JobCompleteParams),
+    Fail(JobFailParams),
+}
 
-/// One enqueue call waiting for the writer.
+/// What one call writes.
+enum Work {
+    /// Jobs to insert, with their payloads serialized before the call queued.
+    Enqueue {
+        params: JobEnqueueParams,
+        payloads: Vec<String>,
+    },
+    Settle(Settle),
+}
+
+/// What one call wrote.
+#[derive(Debug)]
+enum Written {
+    Enqueued(Vec<Enqueued>),
+    Settled(Vec<Fenced>),
+}
+
+/// What one call gets back: what it wrote, and the queues to wake.
+type Answer = Result<(Written, BTreeSet<String>), StoreError>;
+
+/// One call waiting for the writer.
 pub(super) struct Pending {
-    params: JobEnqueueParams,
-    /// The jobs' payloads, serialized before the call queued.
-    payloads: Vec<String>,
+    work: Work,
     reply: oneshot::Sender<Answer>,
 }
 
-/// The enqueue calls waiting for the writer, in arrival order.
+/// The calls waiting for the writer, in arrival order.
 #[derive(Default)]
 pub(super) struct Queue(std::sync::Mutex<Vec<Pending>>);
 
@@ -73,26 +100,46 @@ impl Queue {
 }
 
 impl SqliteStore {
-    /// Writes `params` (validated, `payloads` serialized) with whatever other enqueue
-    /// calls are waiting for the writer, and returns this call's answer.
+    /// Writes `params` (validated, `payloads` serialized) with whatever other calls
+    /// are waiting for the writer; returns this call's results and the queues to wake.
     pub(super) async fn enqueue_grouped(
         &self,
         params: JobEnqueueParams,
         payloads: Vec<String>,
-    ) -> Answer {
+    ) -> Result<(Vec<Enqueued>, BTreeSet<String>), StoreError> {
+        match self.grouped(Work::Enqueue { params, payloads }).await? {
+            (Written::Enqueued(enqueued), queues) => Ok((enqueued, queues)),
+            (Written::Settled(_), _) => Err(mismatched()),
+        }
+    }
+
+    /// Writes a batch of results (validated, not empty) with whatever other calls are
+    /// waiting for the writer; returns one result per item and the queues to wake.
+    pub(super) async fn settle_grouped(
+        &self,
+        settle: Settle,
+    ) -> Result<(Vec<Fenced>, BTreeSet<String>), StoreError> {
+        match self.grouped(Work::Settle(settle)).await? {
+            (Written::Settled(fenced), queues) => Ok((fenced, queues)),
+            (Written::Enqueued(_), _) => Err(mismatched()),
+        }
+    }
+
+    async fn grouped(&self, work: Work) -> Answer {
         let (reply, mut answer) = oneshot::channel();
-        self.enqueues.push(Pending {
-            params,
-            payloads,
-            reply,
-        });
-        // Either a turn that began before ours writes our jobs, or ours does.
+        self.waiting.push(Pending { work, reply });
+        // Lets calls made at the same moment queue beside this one before its turn
+        // begins: the completer's completions and failures of one batch come as two
+        // calls at once (`tokio::join!`), and with the writer idle the first would
+        // otherwise take its turn alone.
+        tokio::task::yield_now().await;
+        // Either a turn that began before ours writes our call, or ours does.
         let turn = tokio::select! {
             biased;
             answered = &mut answer => return received(answered),
             turn = Arc::clone(&self.write_lock).lock_owned() => turn,
         };
-        let turn_calls = self.enqueues.take();
+        let turn_calls = self.waiting.take();
         if turn_calls.is_empty() {
             // An earlier turn took ours as we got the lock; its answer is on the way.
             drop(turn);
@@ -103,10 +150,18 @@ impl SqliteStore {
     }
 }
 
+/// A call answered with another kind's result: a bug in this module, not the data.
+fn mismatched() -> StoreError {
+    StoreError::Backend {
+        message: "a grouped write was answered with another kind of result".into(),
+        source: None,
+    }
+}
+
 fn received(answer: Result<Answer, oneshot::error::RecvError>) -> Answer {
     answer.unwrap_or_else(|_| {
         Err(StoreError::Backend {
-            message: "the task writing this enqueue ended without an answer".into(),
+            message: "the task writing this call ended without an answer".into(),
             source: None,
         })
     })
@@ -132,7 +187,7 @@ async fn write_turn(_turn: OwnedMutexGuard<()>, writer: SqlitePool, calls: Vec<P
             Err(err) => tracing::debug!(
                 calls = calls.len(),
                 error = %err,
-                "a shared enqueue transaction failed; writing its calls one at a time"
+                "a shared write transaction failed; writing its calls one at a time"
             ),
         }
     }
@@ -144,19 +199,40 @@ async fn write_turn(_turn: OwnedMutexGuard<()>, writer: SqlitePool, calls: Vec<P
     transactions
 }
 
-/// The calls' inserts in one transaction, in order; all or nothing.
+/// The calls' writes in one transaction, in order; all or nothing.
 async fn write_shared(
     writer: &SqlitePool,
     calls: &[Pending],
-) -> Result<Vec<(Vec<Enqueued>, BTreeSet<String>)>, StoreError> {
+) -> Result<Vec<(Written, BTreeSet<String>)>, StoreError> {
     let mut tx = begin_write(writer).await?;
     let mut answers = Vec::with_capacity(calls.len());
     for call in calls {
-        let now = clock(call.params.now);
-        answers.push(SqliteStore::enqueue_in(&mut tx, &call.params, &call.payloads, now).await?);
+        answers.push(write_one(&mut tx, &call.work).await?);
     }
     tx.commit().await.map_err(classify)?;
     Ok(answers)
+}
+
+/// One call's statements in `tx`, at the call's clock.
+async fn write_one(
+    tx: &mut Transaction<'static, Sqlite>,
+    work: &Work,
+) -> Result<(Written, BTreeSet<String>), StoreError> {
+    Ok(match work {
+        Work::Enqueue { params, payloads } => {
+            let now = clock(params.now);
+            let (enqueued, queues) = SqliteStore::enqueue_in(tx, params, payloads, now).await?;
+            (Written::Enqueued(enqueued), queues)
+        }
+        Work::Settle(Settle::Complete(params)) => {
+            let (fenced, queues) = SqliteStore::complete_in(tx, params, clock(params.now)).await?;
+            (Written::Settled(fenced), queues)
+        }
+        Work::Settle(Settle::Fail(params)) => {
+            let (fenced, queues) = SqliteStore::fail_in(tx, params, clock(params.now)).await?;
+            (Written::Settled(fenced), queues)
+        }
+    })
 }
 
 /// One call in a transaction of its own.
@@ -169,8 +245,9 @@ async fn write_alone(writer: &SqlitePool, call: &Pending) -> Answer {
 mod tests {
     use std::time::Duration;
 
-    use revenant_core::store::Store;
-    use revenant_core::NewJob;
+    use revenant_core::decide::Failure;
+    use revenant_core::store::{FailAction, JobClaimParams, JobFailure, LeaseRef, Store};
+    use revenant_core::{FailureClass, NewJob};
     use serde_json::json;
 
     use super::*;
@@ -185,8 +262,7 @@ mod tests {
         let payloads = serialize_payloads(&params).unwrap();
         let (reply, answer) = oneshot::channel();
         let pending = Pending {
-            params,
-            payloads,
+            work: Work::Enqueue { params, payloads },
             reply,
         };
         (pending, answer)
@@ -195,6 +271,14 @@ mod tests {
     async fn turn(store: &SqliteStore, calls: Vec<Pending>) -> usize {
         let guard = Arc::clone(&store.write_lock).lock_owned().await;
         write_turn(guard, store.writer.clone(), calls).await
+    }
+
+    /// An enqueue call's answer: its jobs and queues.
+    fn enqueued(answer: Answer) -> Result<(Vec<Enqueued>, BTreeSet<String>), StoreError> {
+        match answer? {
+            (Written::Enqueued(enqueued), queues) => Ok((enqueued, queues)),
+            (Written::Settled(_), _) => Err(mismatched()),
+        }
     }
 
     async fn kinds(store: &SqliteStore) -> Vec<String> {
@@ -214,7 +298,7 @@ mod tests {
         assert_eq!(turn(&store, calls).await, 1, "one transaction for the turn");
         let mut ids = Vec::new();
         for answer in answers {
-            let (enqueued, queues) = answer.await.unwrap().unwrap();
+            let (enqueued, queues) = enqueued(answer.await.unwrap()).unwrap();
             assert_eq!(enqueued.len(), 1);
             assert!(!enqueued[0].duplicate);
             assert_eq!(queues.into_iter().collect::<Vec<_>>(), ["q"]);
@@ -233,8 +317,8 @@ mod tests {
         let (first, first_answer) = call(NewJob::new("q", "a", json!({})).with_unique_key("k"));
         let (second, second_answer) = call(NewJob::new("q", "b", json!({})).with_unique_key("k"));
         assert_eq!(turn(&store, vec![first, second]).await, 1);
-        let (first, _) = first_answer.await.unwrap().unwrap();
-        let (second, _) = second_answer.await.unwrap().unwrap();
+        let (first, _) = enqueued(first_answer.await.unwrap()).unwrap();
+        let (second, _) = enqueued(second_answer.await.unwrap()).unwrap();
         assert!(!first[0].duplicate);
         assert!(second[0].duplicate);
         assert_eq!(second[0].id, first[0].id, "the holder's id");
@@ -284,8 +368,142 @@ mod tests {
         drop(answer);
         let (kept, kept_answer) = call(NewJob::new("q", "kept", json!({})));
         assert_eq!(turn(&store, vec![gone, kept]).await, 1);
-        kept_answer.await.unwrap().unwrap();
+        enqueued(kept_answer.await.unwrap()).unwrap();
         assert_eq!(kinds(&store).await, ["kept"]);
+    }
+
+    /// Two jobs of `q`, enqueued and claimed: their leases.
+    async fn claimed_two(store: &SqliteStore) -> Vec<LeaseRef> {
+        store
+            .job_enqueue(JobEnqueueParams {
+                jobs: vec![
+                    NewJob::new("q", "one", json!({})),
+                    NewJob::new("q", "two", json!({})),
+                ],
+                default_max_attempts: 3,
+                now: None,
+            })
+            .await
+            .unwrap();
+        let claimed = store
+            .job_claim(JobClaimParams {
+                queue: "q".into(),
+                worker: "w".into(),
+                limit: 2,
+                lease: Duration::from_secs(60),
+                reclaim: false,
+                now: None,
+            })
+            .await
+            .unwrap();
+        claimed
+            .iter()
+            .map(|job| LeaseRef {
+                id: job.id,
+                lease_token: job.lease_token.unwrap(),
+            })
+            .collect()
+    }
+
+    fn settle(settle: Settle) -> (Pending, oneshot::Receiver<Answer>) {
+        let (reply, answer) = oneshot::channel();
+        let pending = Pending {
+            work: Work::Settle(settle),
+            reply,
+        };
+        (pending, answer)
+    }
+
+    fn failed(lease: LeaseRef) -> Settle {
+        Settle::Fail(JobFailParams {
+            failures: vec![JobFailure {
+                lease,
+                failure: Failure {
+                    class: FailureClass::Transient,
+                    message: "the provider answered 503".into(),
+                },
+                action: FailAction::Retry {
+                    delay: Duration::ZERO,
+                },
+                worker: None,
+            }],
+            now: None,
+        })
+    }
+
+    fn settled(answer: Answer) -> Vec<Fenced> {
+        match answer.unwrap() {
+            (Written::Settled(fenced), _) => fenced,
+            (Written::Enqueued(_), _) => panic!("an enqueue's answer to a settle"),
+        }
+    }
+
+    async fn statuses(store: &SqliteStore) -> Vec<(String, String, i64)> {
+        sqlx::query_as("SELECT kind, status, json_array_length(errors) FROM jobs ORDER BY id")
+            .fetch_all(&store.pool)
+            .await
+            .unwrap()
+    }
+
+    /// The completer's two calls for one batch (its completions and its failures) and
+    /// an enqueue beside them are one commit.
+    #[tokio::test]
+    async fn completions_failures_and_enqueues_waiting_together_share_one_transaction() {
+        let store = SqliteStore::open_temporary().await.unwrap();
+        let leases = claimed_two(&store).await;
+        let (complete, completed) = settle(Settle::Complete(JobCompleteParams {
+            leases: vec![leases[0]],
+            now: None,
+        }));
+        let (fail, failed_answer) = settle(failed(leases[1]));
+        let (enqueue, enqueued_answer) = call(NewJob::new("q", "three", json!({})));
+        assert_eq!(turn(&store, vec![complete, fail, enqueue]).await, 1);
+        assert_eq!(settled(completed.await.unwrap()), [Fenced::Applied]);
+        assert_eq!(settled(failed_answer.await.unwrap()), [Fenced::Applied]);
+        enqueued(enqueued_answer.await.unwrap()).unwrap();
+        assert_eq!(
+            statuses(&store).await,
+            [
+                ("one".into(), "completed".into(), 0),
+                ("two".into(), "ready".into(), 1),
+                ("three".into(), "ready".into(), 0),
+            ]
+        );
+    }
+
+    /// A batch of results whose write fails is answered with its error, alone; the
+    /// other batch of its turn is written.
+    #[tokio::test]
+    async fn a_batch_of_results_that_fails_fails_alone() {
+        let store = SqliteStore::open_temporary().await.unwrap();
+        let leases = claimed_two(&store).await;
+        sqlx::query(
+            "CREATE TRIGGER refuse BEFORE UPDATE ON jobs WHEN NEW.status = 'completed' \
+             BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+        )
+        .execute(&store.writer)
+        .await
+        .unwrap();
+        let (complete, completed) = settle(Settle::Complete(JobCompleteParams {
+            leases: vec![leases[0]],
+            now: None,
+        }));
+        let (fail, failed_answer) = settle(failed(leases[1]));
+        assert_eq!(
+            turn(&store, vec![complete, fail]).await,
+            3,
+            "the shared transaction, then one per call"
+        );
+        let err = completed.await.unwrap().unwrap_err().to_string();
+        assert!(err.contains("refused by the test"), "{err}");
+        assert_eq!(settled(failed_answer.await.unwrap()), [Fenced::Applied]);
+        assert_eq!(
+            statuses(&store).await,
+            [
+                ("one".into(), "running".into(), 0),
+                ("two".into(), "ready".into(), 1),
+            ]
+        );
     }
 
     /// Through the public call: enqueues made while the writer is busy wait for one
@@ -310,7 +528,7 @@ mod tests {
             .collect();
         // Generous: on a busy machine the spawned calls may take a while to queue.
         let queued = async {
-            while store.enqueues.lock().len() < 50 {
+            while store.waiting.lock().len() < 50 {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         };
@@ -327,6 +545,6 @@ mod tests {
         ids.dedup();
         assert_eq!(ids.len(), 50, "50 distinct jobs");
         assert_eq!(kinds(&store).await.len(), 50);
-        assert!(store.enqueues.lock().is_empty());
+        assert!(store.waiting.lock().is_empty());
     }
 }
