@@ -215,7 +215,9 @@ pub async fn enqueue(args: &Args) -> Result<serde_json::Value, Error> {
 static POLLS: AtomicU64 = AtomicU64::new(0);
 
 /// The harness's own look at a queue, on a connection of its own: whether any job is
-/// not finished yet (two index probes, every poll) and, once a second and at the end,
+/// not finished yet (two index probes, every poll: on PostgreSQL the ready one is the
+/// first entry of the claim's index, in the claim's order, so the plan cannot be a
+/// sequential scan; see below) and, once a second and at the end,
 /// how many are not and how many are dead (through the indexes the claim and the
 /// dead-letter list use). Not `Store::queue_stats`: that is the dashboard's query, a
 /// dozen figures over every job the queue kept (completed ones included); polled
@@ -230,12 +232,21 @@ impl Counter {
     }
 
     /// Whether any job of the queue is not finished.
+    ///
+    /// On PostgreSQL the ready probe is a scalar subquery in the claim index's order, not
+    /// an `EXISTS`: the planner drops an `EXISTS` subquery's `ORDER BY` and `LIMIT`, and
+    /// with statistics taken after the bulk enqueue (every row ready) it chose a
+    /// sequential scan for the first ready row, which stops at the first match. During
+    /// a drain the jobs at the table's start are the finished ones, so each poll walked
+    /// every job finished so far: 136 scans reading 4.0 million rows in one drain of
+    /// 100,000 jobs, about 5% of the server's CPU, taken from the system measured.
     async fn any_left(&self, queue: &str) -> Result<bool, Error> {
         POLLS.fetch_add(1, Ordering::Relaxed);
         let (left,): (bool,) = match &self.0 {
             Conn::Pg(pool) => {
                 sqlx::query_as(
-                    "SELECT EXISTS (SELECT 1 FROM revenant.jobs WHERE status = 'ready' AND queue = $1)
+                    "SELECT (SELECT id FROM revenant.jobs WHERE status = 'ready' AND queue = $1
+                             ORDER BY priority DESC, run_at, id LIMIT 1) IS NOT NULL
                          OR EXISTS (SELECT 1 FROM revenant.jobs WHERE status = 'running' AND queue = $1)",
                 )
                 .bind(queue)
@@ -262,8 +273,9 @@ impl Counter {
         let (left,): (bool,) = match &self.0 {
             Conn::Pg(pool) => {
                 sqlx::query_as(
-                    "SELECT EXISTS (SELECT 1 FROM revenant.jobs WHERE status = 'ready' AND queue = $1
-                                      AND priority = 0 AND run_at <= now())
+                    "SELECT (SELECT id FROM revenant.jobs WHERE status = 'ready' AND queue = $1
+                             AND priority = 0 AND run_at <= now()
+                             ORDER BY priority DESC, run_at, id LIMIT 1) IS NOT NULL
                          OR EXISTS (SELECT 1 FROM revenant.jobs WHERE status = 'running' AND queue = $1)",
                 )
                 .bind(queue)
