@@ -44,9 +44,9 @@ use crate::row::{
 };
 use crate::sql;
 use crate::wake::Wakeups;
+use group_commit::Settle;
 
 mod group_commit;
-use group_commit::Settle;
 mod schedule;
 
 /// How long a writer waits for another process's write lock before the call fails
@@ -413,7 +413,7 @@ impl SqliteStore {
     /// running rows for the batch, the fence checked in Rust, then one update for the
     /// jobs that hold. The write transaction keeps the rows from changing in between.
     /// Returns one result per lease and the queues whose grouped jobs it unblocked.
-    pub(crate) async fn complete_in(
+    async fn complete_in(
         tx: &mut Transaction<'static, Sqlite>,
         params: &JobCompleteParams,
         now: i64,
@@ -449,7 +449,7 @@ impl SqliteStore {
     /// one statement for every retry, one for every kept retry and one for the failure
     /// log. A death also sets the fingerprint and reason; it stays one statement per
     /// job (the rare path). Returns one result per failure and the queues to wake.
-    pub(crate) async fn fail_in(
+    async fn fail_in(
         tx: &mut Transaction<'static, Sqlite>,
         params: &JobFailParams,
         now: i64,

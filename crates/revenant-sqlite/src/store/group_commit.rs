@@ -68,6 +68,24 @@ enum Written {
     Settled(Vec<Fenced>),
 }
 
+impl Written {
+    /// An enqueue call's results.
+    fn enqueued(self) -> Result<Vec<Enqueued>, StoreError> {
+        match self {
+            Written::Enqueued(enqueued) => Ok(enqueued),
+            Written::Settled(_) => Err(mismatched()),
+        }
+    }
+
+    /// A batch of results' answers.
+    fn settled(self) -> Result<Vec<Fenced>, StoreError> {
+        match self {
+            Written::Settled(fenced) => Ok(fenced),
+            Written::Enqueued(_) => Err(mismatched()),
+        }
+    }
+}
+
 /// What one call gets back: what it wrote, and the queues to wake.
 type Answer = Result<(Written, BTreeSet<String>), StoreError>;
 
@@ -107,10 +125,8 @@ impl SqliteStore {
         params: JobEnqueueParams,
         payloads: Vec<String>,
     ) -> Result<(Vec<Enqueued>, BTreeSet<String>), StoreError> {
-        match self.grouped(Work::Enqueue { params, payloads }).await? {
-            (Written::Enqueued(enqueued), queues) => Ok((enqueued, queues)),
-            (Written::Settled(_), _) => Err(mismatched()),
-        }
+        let (written, queues) = self.grouped(Work::Enqueue { params, payloads }).await?;
+        Ok((written.enqueued()?, queues))
     }
 
     /// Writes a batch of results (validated, not empty) with whatever other calls are
@@ -119,10 +135,8 @@ impl SqliteStore {
         &self,
         settle: Settle,
     ) -> Result<(Vec<Fenced>, BTreeSet<String>), StoreError> {
-        match self.grouped(Work::Settle(settle)).await? {
-            (Written::Settled(fenced), queues) => Ok((fenced, queues)),
-            (Written::Enqueued(_), _) => Err(mismatched()),
-        }
+        let (written, queues) = self.grouped(Work::Settle(settle)).await?;
+        Ok((written.settled()?, queues))
     }
 
     async fn grouped(&self, work: Work) -> Answer {
@@ -275,10 +289,8 @@ mod tests {
 
     /// An enqueue call's answer: its jobs and queues.
     fn enqueued(answer: Answer) -> Result<(Vec<Enqueued>, BTreeSet<String>), StoreError> {
-        match answer? {
-            (Written::Enqueued(enqueued), queues) => Ok((enqueued, queues)),
-            (Written::Settled(_), _) => Err(mismatched()),
-        }
+        let (written, queues) = answer?;
+        Ok((written.enqueued()?, queues))
     }
 
     async fn kinds(store: &SqliteStore) -> Vec<String> {
@@ -432,10 +444,7 @@ mod tests {
     }
 
     fn settled(answer: Answer) -> Vec<Fenced> {
-        match answer.unwrap() {
-            (Written::Settled(fenced), _) => fenced,
-            (Written::Enqueued(_), _) => panic!("an enqueue's answer to a settle"),
-        }
+        answer.unwrap().0.settled().unwrap()
     }
 
     async fn statuses(store: &SqliteStore) -> Vec<(String, String, i64)> {
