@@ -97,6 +97,11 @@ const MIGRATIONS: &[Known] = &[
         name: "attempt_failures_count",
         sql: include_str!("../migrations/0012_attempt_failures_count.sql"),
     },
+    Known {
+        version: 13,
+        name: "job_claim_v2",
+        sql: include_str!("../migrations/0013_job_claim_v2.sql"),
+    },
 ];
 
 /// The first key of the advisory lock (`'rvnt'`); the second is the schema's hash.

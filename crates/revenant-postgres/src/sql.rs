@@ -160,6 +160,6 @@ mod tests {
         assert!(!all.contains("{job_columns}"));
         assert!(!all.contains("{claimed_columns}"));
         assert!(!all.contains("{job_filter}"));
-        assert!(queries.job_claim.contains("\"rv_test\".job_claim_v1("));
+        assert!(queries.job_claim.contains("\"rv_test\".job_claim_v2("));
     }
 }

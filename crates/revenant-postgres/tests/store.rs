@@ -766,25 +766,39 @@ async fn analyzed_jobs(
     (schema, conn)
 }
 
-/// The statement the claim function runs (`job_claim_v1`, migration 0008), for
-/// `schema`: the query of its `RETURN QUERY`, whose parameters are the function's.
-fn claim_statement(schema: &str) -> String {
-    let function = include_str!("../migrations/0008_job_claim.sql");
-    let start = function
-        .find("RETURN QUERY")
-        .expect("the claim's RETURN QUERY")
-        + 12;
-    let end = function
-        .rfind(";\nEND")
-        .expect("the end of the claim's statement");
-    function[start..end].replace("{schema}", schema)
+/// The statements the claim functions run, for `schema`, each named by its function:
+/// the query of the function's last `RETURN QUERY`, whose parameters are the
+/// function's. `job_claim_v1` (migration 0008) is the whole claim; `job_claim_v2`
+/// (migration 0013), which the store calls, runs its own statement when the queue has
+/// no expired lease and `job_claim_v1` when it has.
+fn claim_statements(schema: &str) -> [(&'static str, String); 2] {
+    let statement = |function: &str| {
+        let start = function
+            .rfind("RETURN QUERY")
+            .expect("the claim's RETURN QUERY")
+            + 12;
+        let end = function
+            .rfind(";\nEND")
+            .expect("the end of the claim's statement");
+        function[start..end].replace("{schema}", schema)
+    };
+    [
+        (
+            "job_claim_v1",
+            statement(include_str!("../migrations/0008_job_claim.sql")),
+        ),
+        (
+            "job_claim_v2",
+            statement(include_str!("../migrations/0013_job_claim_v2.sql")),
+        ),
+    ]
 }
 
-/// The settings the claim function runs with (its `SET` clauses, as PostgreSQL keeps
-/// them), as the statements that set them for a transaction.
-async fn claim_settings(conn: &mut sqlx::PgConnection, schema: &str) -> String {
+/// The settings the claim function `function` runs with (its `SET` clauses, as
+/// PostgreSQL keeps them), as the statements that set them for a transaction.
+async fn claim_settings(conn: &mut sqlx::PgConnection, schema: &str, function: &str) -> String {
     let settings: Vec<String> = sqlx::query_scalar(&format!(
-        "SELECT unnest(proconfig) FROM pg_proc WHERE oid = '{schema}.job_claim_v1'::regproc"
+        "SELECT unnest(proconfig) FROM pg_proc WHERE oid = '{schema}.{function}'::regproc"
     ))
     .fetch_all(&mut *conn)
     .await
@@ -802,53 +816,58 @@ async fn claim_settings(conn: &mut sqlx::PgConnection, schema: &str) -> String {
 /// Joined to its chosen rows instead, the planner judged a sequential scan of the
 /// whole table and a hash of it cheaper than a hundred index probes once the table
 /// held 20,000 rows: 3 to 8 ms a claim of 128, against 0.3 by primary key. Reads the
-/// statement the claim function runs, as the generic plan it runs on (its settings
-/// force it) and as custom plans.
+/// statements the claim functions run, as the generic plans they run on (their
+/// settings force them) and as custom plans.
 #[tokio::test]
 async fn the_claim_writes_its_chosen_jobs_by_primary_key_on_a_large_table() {
     let Some(db) = TestDb::new().await else {
         return;
     };
     let (schema, mut conn) = analyzed_jobs(&db, 20_000).await;
-    let claim = claim_statement(&schema);
     let seq_scan = |plan: &[String]| {
         plan.iter()
             .any(|line| line.contains("Seq Scan on jobs"))
             .then(|| plan.join("\n"))
     };
-    for limit in [64_i64, 128, 500] {
-        let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN {claim}"))
-            .bind(None::<Timestamp>)
-            .bind("big")
-            .bind(limit)
-            .bind("worker-a")
-            .bind(30_000_i64)
-            .bind(20_i32)
-            .bind("fingerprint")
-            .bind(true)
-            .fetch_all(&mut *conn)
-            .await
-            .unwrap();
-        assert_eq!(seq_scan(&plan), None, "custom plan, limit {limit}");
-    }
-    sqlx::raw_sql(&format!(
-        "SET plan_cache_mode = force_generic_plan; \
-         PREPARE claim (timestamptz, text, int8, text, int8, int4, text, boolean) AS {claim}"
-    ))
-    .execute(&mut *conn)
-    .await
-    .unwrap();
-    let plan: Vec<String> = sqlx::query_scalar(
-        "EXPLAIN EXECUTE claim (NULL, 'big', 500, 'worker-a', 30000, 20, 'fingerprint', true)",
-    )
-    .fetch_all(&mut *conn)
-    .await
-    .unwrap();
-    assert_eq!(seq_scan(&plan), None, "generic plan");
-    sqlx::raw_sql("DEALLOCATE claim; RESET plan_cache_mode")
+    for (function, claim) in claim_statements(&schema) {
+        for limit in [64_i64, 128, 500] {
+            let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN {claim}"))
+                .bind(None::<Timestamp>)
+                .bind("big")
+                .bind(limit)
+                .bind("worker-a")
+                .bind(30_000_i64)
+                .bind(20_i32)
+                .bind("fingerprint")
+                .bind(true)
+                .fetch_all(&mut *conn)
+                .await
+                .unwrap();
+            assert_eq!(
+                seq_scan(&plan),
+                None,
+                "{function}, custom plan, limit {limit}"
+            );
+        }
+        sqlx::raw_sql(&format!(
+            "SET plan_cache_mode = force_generic_plan; \
+             PREPARE claim (timestamptz, text, int8, text, int8, int4, text, boolean) AS {claim}"
+        ))
         .execute(&mut *conn)
         .await
         .unwrap();
+        let plan: Vec<String> = sqlx::query_scalar(
+            "EXPLAIN EXECUTE claim (NULL, 'big', 500, 'worker-a', 30000, 20, 'fingerprint', true)",
+        )
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+        assert_eq!(seq_scan(&plan), None, "{function}, generic plan");
+        sqlx::raw_sql("DEALLOCATE claim; RESET plan_cache_mode")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+    }
     drop(conn);
     db.drop_schema().await;
 }
@@ -858,20 +877,14 @@ async fn the_claim_writes_its_chosen_jobs_by_primary_key_on_a_large_table() {
 /// `jit_optimize_above_cost`: every claim compiled about a hundred functions, a second
 /// a claim for a statement that runs in 1 ms. Here the thresholds are set to zero in
 /// the session, standing in for a table that large: the generic plan compiles with
-/// the server's `jit`, and not with the settings of the claim function (its `SET`
-/// clauses, read from the database: the function the store calls).
+/// the server's `jit`, and not with the settings of the claim functions (their `SET`
+/// clauses, read from the database: the functions the store calls).
 #[tokio::test]
 async fn the_claim_is_never_compiled_with_jit() {
     let Some(db) = TestDb::new().await else {
         return;
     };
     let (schema, mut conn) = analyzed_jobs(&db, 200).await;
-    let claim = claim_statement(&schema);
-    let settings = claim_settings(&mut conn, &schema).await;
-    assert!(
-        settings.contains("SET LOCAL jit = off;"),
-        "the claim function's settings: {settings}"
-    );
     let jit_available: bool = sqlx::query_scalar("SELECT pg_jit_available()")
         .fetch_one(&mut *conn)
         .await
@@ -882,43 +895,50 @@ async fn the_claim_is_never_compiled_with_jit() {
     .execute(&mut *conn)
     .await
     .unwrap();
-    let mut explain = async |begin: &str, name: &str| -> Vec<String> {
-        sqlx::raw_sql(&format!(
-            "{begin} PREPARE {name} (timestamptz, text, int8, text, int8, int4, text, boolean) AS {claim}"
-        ))
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-        let plan: Vec<String> = sqlx::query_scalar(&format!(
-            "EXPLAIN EXECUTE {name} (NULL, 'big', 64, 'worker-a', 30000, 20, 'fingerprint', true)"
-        ))
-        .fetch_all(&mut *conn)
-        .await
-        .unwrap();
-        sqlx::raw_sql(&format!("ROLLBACK; DEALLOCATE {name}"))
+    for (function, claim) in claim_statements(&schema) {
+        let settings = claim_settings(&mut conn, &schema, function).await;
+        assert!(
+            settings.contains("SET LOCAL jit = off;"),
+            "{function}'s settings: {settings}"
+        );
+        let mut explain = async |begin: &str, name: &str| -> Vec<String> {
+            sqlx::raw_sql(&format!(
+                "{begin} PREPARE {name} (timestamptz, text, int8, text, int8, int4, text, boolean) AS {claim}"
+            ))
             .execute(&mut *conn)
             .await
             .unwrap();
-        plan
-    };
-    let compiles = |plan: &[String]| plan.iter().any(|line| line.trim_start() == "JIT:");
-    // The check can fail: with the server's `jit`, the same generic plan compiles.
-    let plain = explain(
-        "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan;",
-        "claim_plain",
-    )
-    .await;
-    if jit_available {
-        assert!(compiles(&plain), "plan:\n{}", plain.join("\n"));
+            let plan: Vec<String> = sqlx::query_scalar(&format!(
+                "EXPLAIN EXECUTE {name} (NULL, 'big', 64, 'worker-a', 30000, 20, 'fingerprint', true)"
+            ))
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+            sqlx::raw_sql(&format!("ROLLBACK; DEALLOCATE {name}"))
+                .execute(&mut *conn)
+                .await
+                .unwrap();
+            plan
+        };
+        let compiles = |plan: &[String]| plan.iter().any(|line| line.trim_start() == "JIT:");
+        // The check can fail: with the server's `jit`, the same generic plan compiles.
+        let plain = explain(
+            "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan;",
+            "claim_plain",
+        )
+        .await;
+        if jit_available {
+            assert!(compiles(&plain), "{function}, plan:\n{}", plain.join("\n"));
+        }
+        let store = explain(&format!("BEGIN; {settings}"), "claim_store").await;
+        assert!(!compiles(&store), "{function}, plan:\n{}", store.join("\n"));
+        // And it is the generic plan: its conditions name parameters, not values.
+        assert!(
+            store.iter().any(|line| line.contains("(queue = $2)")),
+            "{function}, plan:\n{}",
+            store.join("\n")
+        );
     }
-    let store = explain(&format!("BEGIN; {settings}"), "claim_store").await;
-    assert!(!compiles(&store), "plan:\n{}", store.join("\n"));
-    // And it is the generic plan: its conditions name parameters, not values.
-    assert!(
-        store.iter().any(|line| line.contains("(queue = $2)")),
-        "plan:\n{}",
-        store.join("\n")
-    );
     sqlx::raw_sql(
         "RESET jit_above_cost; RESET jit_optimize_above_cost; RESET jit_inline_above_cost",
     )
