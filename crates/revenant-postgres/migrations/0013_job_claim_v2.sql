@@ -7,14 +7,15 @@
 -- leases with no attempt left and reclaims one with attempts left: three writes and
 -- two logs of the failure table in common table expressions. Nearly every claim finds
 -- no expired lease, and paid for them all the same:
--- - the plan: a connection's first claim builds the statement's generic plan, and
---   v1's took 13 to 14 ms on a fresh connection against 8 for the statement below
---   (`psql`, `\timing`, a claim of one job, 2 runs each). A pool that grows during a
+-- - the plan: a connection's first claim builds the statement's generic plan: 6.8 to
+--   8.9 ms for v1's first claim of one job on a new connection, 5.1 to 5.8 for v2's
+--   (`psql`, `\timing`, 20,000 ready jobs, 3 runs each). A pool that grows during a
 --   drain opens connections while the claim is its serial step: in a statement log of
---   W2's failing drain, a claim of one job on a new connection took 31 ms;
+--   W2's failing drain, v1's first claim of one job on a new connection took 31 ms;
 -- - each run: executor start-up and shut-down of every node, the three writes' targets
---   opened with their indexes. `pgbench`, a claim of one job (3,000 in a row, 2 runs
---   each): v1 0.175 and 0.184 ms of statement time, this statement 0.143 to 0.158.
+--   opened with their indexes. `pgbench`, 3,000 claims of one job in a row, 3 runs
+--   each: 0.167 to 0.211 ms of statement time for v1, 0.137 to 0.158 for v2. A claim
+--   of 500 is the same either way (5.1 to 6.2 ms, 5 runs each): its rows cost it.
 --
 -- So the call first looks for an expired lease of the queue (one probe of the running
 -- index, which holds the running jobs of every queue, a worker's slots each). Any
@@ -26,6 +27,18 @@
 -- v1's walk of the ready jobs word for word: a migration is applied as written, so
 -- v1 cannot be changed to share it, and a function called from both would plan the
 -- walk apart from the write that locks its rows.
+--
+-- `enable_seqscan = off`, besides v1's settings: a connection builds the generic plan
+-- at its first claim and keeps it until the table's statistics change (an ANALYZE or
+-- a VACUUM of it, by the server's autovacuum or the worker's maintenance). Built on a
+-- new table, which the statistics say holds a page or two, that plan reads the table
+-- from end to end to find the claimed jobs by id, as it then costs less than the
+-- primary key; as the table grew, every claim read it all: at 1,000 jobs a second on
+-- a new table (W3), a claim of one job read 658 pages twelve seconds in
+-- (`auto_explain`), and claims took from 0.55 ms to 1.8 ms of statement time over the
+-- twelve seconds. Every step of the claim has an index made for it, so the setting
+-- only takes the table scan out of the planner's choices. It holds while the function
+-- runs, v1 included when v2 calls it.
 CREATE FUNCTION {schema}.job_claim_v2(
     now_at timestamptz,
     queue_name text,
@@ -39,6 +52,7 @@ CREATE FUNCTION {schema}.job_claim_v2(
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 SET jit = off
+SET enable_seqscan = off
 AS $claim$
 DECLARE
     -- A variable, so that the probe's condition is an index condition (the clock read

@@ -949,6 +949,59 @@ async fn the_claim_is_never_compiled_with_jit() {
     db.drop_schema().await;
 }
 
+/// The claim finds its jobs by index even when its plan was made on a new table. A
+/// connection makes the claim's generic plan at its first claim and keeps it until the
+/// table's statistics change; made when the table held a few jobs, the plan read the
+/// whole table to find the claimed jobs by id, and kept doing so as the table grew (a
+/// claim of one job read 658 pages twelve seconds into W3). Here: a table of five jobs,
+/// never analyzed, and the statement of `job_claim_v2` on its generic plan, with the
+/// function's settings (read from the database) and with v1's alone. The check can
+/// fail: with v1's settings the plan reads the table.
+#[tokio::test]
+async fn the_claim_goes_by_index_on_a_plan_made_on_a_new_table() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let jobs = (0..5).map(|_| job("big")).collect();
+    db.store
+        .job_enqueue(enqueue_params(jobs, None))
+        .await
+        .unwrap();
+    let schema = format!("\"{}\"", db.schema);
+    let mut conn = db.store.pool().acquire().await.unwrap();
+    let [_, (_, claim)] = claim_statements(&schema);
+    let v1 = claim_settings(&mut conn, &schema, "job_claim_v1").await;
+    let v2 = claim_settings(&mut conn, &schema, "job_claim_v2").await;
+    assert!(v2.contains("SET LOCAL enable_seqscan = off;"), "{v2}");
+    let mut explain = async |settings: &str| -> Vec<String> {
+        sqlx::raw_sql(&format!(
+            "BEGIN; {settings} PREPARE claim (timestamptz, text, int8, text, int8, int4, text, boolean) AS {claim}"
+        ))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+        let plan: Vec<String> = sqlx::query_scalar(
+            "EXPLAIN EXECUTE claim (NULL, 'big', 1, 'worker-a', 30000, 20, 'fingerprint', true)",
+        )
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+        sqlx::raw_sql("ROLLBACK; DEALLOCATE claim")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        plan
+    };
+    let reads_the_table =
+        |plan: &[String]| plan.iter().any(|line| line.contains("Seq Scan on jobs"));
+    let plain = explain(&v1).await;
+    assert!(reads_the_table(&plain), "plan:\n{}", plain.join("\n"));
+    let store = explain(&v2).await;
+    assert!(!reads_the_table(&store), "plan:\n{}", store.join("\n"));
+    drop(conn);
+    db.drop_schema().await;
+}
+
 /// The batch writes that fence on a lease (complete, fail, release) find each job of
 /// the batch by primary key, on their generic plans too, with statistics taken when no
 /// job ran (as after a bulk enqueue) and hundreds running now. With `status =
@@ -1195,10 +1248,10 @@ async fn one_connection_db() -> Option<TestDb> {
     .await
 }
 
-/// The claim runs on its generic plan with JIT off (`SET LOCAL` in its own
-/// transaction); the connection goes back to the pool with the server's settings, for
-/// the statements whose plans depend on their parameters (the filters of `job_list`,
-/// say).
+/// The claim runs on its generic plan with JIT and table scans off (its function's
+/// `SET` clauses); the connection goes back to the pool with the server's settings,
+/// for the statements whose plans depend on their parameters (the filters of
+/// `job_list`, say).
 #[tokio::test]
 async fn the_claims_plan_setting_does_not_outlive_the_claim() {
     let Some(db) = one_connection_db().await else {
@@ -1209,14 +1262,17 @@ async fn the_claims_plan_setting_does_not_outlive_the_claim() {
         .await
         .unwrap();
     // The pool's only connection is the one the claim uses.
-    let settings = async || -> (String, String) {
-        sqlx::query_as("SELECT current_setting('plan_cache_mode'), current_setting('jit')")
-            .fetch_one(db.store.pool())
-            .await
-            .unwrap()
+    let settings = async || -> (String, String, String) {
+        sqlx::query_as(
+            "SELECT current_setting('plan_cache_mode'), current_setting('jit'), \
+             current_setting('enable_seqscan')",
+        )
+        .fetch_one(db.store.pool())
+        .await
+        .unwrap()
     };
     let before = settings().await;
-    assert_eq!(before.0, "auto");
+    assert_eq!((before.0.as_str(), before.2.as_str()), ("auto", "on"));
     let claimed = db.store.job_claim(claim("one", 10, None)).await.unwrap();
     assert_eq!(claimed.len(), 1);
     assert_eq!(settings().await, before);
