@@ -102,6 +102,11 @@ const MIGRATIONS: &[Known] = &[
         name: "job_claim_v2",
         sql: include_str!("../migrations/0013_job_claim_v2.sql"),
     },
+    Known {
+        version: 14,
+        name: "job_writes",
+        sql: include_str!("../migrations/0014_job_writes.sql"),
+    },
 ];
 
 /// The first key of the advisory lock (`'rvnt'`); the second is the schema's hash.

@@ -794,9 +794,48 @@ fn claim_statements(schema: &str) -> [(&'static str, String); 2] {
     ]
 }
 
-/// The settings the claim function `function` runs with (its `SET` clauses, as
-/// PostgreSQL keeps them), as the statements that set them for a transaction.
-async fn claim_settings(conn: &mut sqlx::PgConnection, schema: &str, function: &str) -> String {
+/// The statement of `function` in `migration`: the query of its `RETURN QUERY`, whose
+/// parameters are the function's.
+fn function_statement(migration: &str, function: &str, schema: &str) -> String {
+    let start = migration
+        .find(&format!("CREATE FUNCTION {{schema}}.{function}("))
+        .expect("the function");
+    let body = &migration[start..];
+    let from = body.find("RETURN QUERY").expect("its RETURN QUERY") + 12;
+    let to = body.find(";\nEND").expect("the end of its statement");
+    body[from..to].replace("{schema}", schema)
+}
+
+/// The batch writes of a worker's results (migration 0014), each with its function's
+/// name, its parameters' types and, for `EXPLAIN EXECUTE`, arguments with `{ids}` and
+/// `{tokens}` to fill in.
+fn write_statements(schema: &str) -> [(&'static str, String, &'static str, &'static str); 3] {
+    let migration = include_str!("../migrations/0014_job_writes.sql");
+    [
+        (
+            "job_complete_v1",
+            function_statement(migration, "job_complete_v1", schema),
+            "timestamptz, int8[], int8[]",
+            "NULL, {ids}, {tokens}",
+        ),
+        (
+            "job_fail_v1",
+            function_statement(migration, "job_fail_v1", schema),
+            "timestamptz, int8[], int8[], text[], text[], text[], int8[], text[], int4, text[], bool[]",
+            "NULL, {ids}, {tokens}, '{}', '{}', '{}', '{}', '{}', 20, '{}', '{}'",
+        ),
+        (
+            "job_release_v1",
+            function_statement(migration, "job_release_v1", schema),
+            "timestamptz, int8[], int8[]",
+            "NULL, {ids}, {tokens}",
+        ),
+    ]
+}
+
+/// The settings the function `function` runs with (its `SET` clauses, as PostgreSQL
+/// keeps them), as the statements that set them for a transaction.
+async fn function_settings(conn: &mut sqlx::PgConnection, schema: &str, function: &str) -> String {
     let settings: Vec<String> = sqlx::query_scalar(&format!(
         "SELECT unnest(proconfig) FROM pg_proc WHERE oid = '{schema}.{function}'::regproc"
     ))
@@ -896,7 +935,7 @@ async fn the_claim_is_never_compiled_with_jit() {
     .await
     .unwrap();
     for (function, claim) in claim_statements(&schema) {
-        let settings = claim_settings(&mut conn, &schema, function).await;
+        let settings = function_settings(&mut conn, &schema, function).await;
         assert!(
             settings.contains("SET LOCAL jit = off;"),
             "{function}'s settings: {settings}"
@@ -949,55 +988,81 @@ async fn the_claim_is_never_compiled_with_jit() {
     db.drop_schema().await;
 }
 
-/// The claim finds its jobs by index even when its plan was made on a new table. A
-/// connection makes the claim's generic plan at its first claim and keeps it until the
-/// table's statistics change; made when the table held a few jobs, the plan read the
-/// whole table to find the claimed jobs by id, and kept doing so as the table grew (a
-/// claim of one job read 658 pages twelve seconds into W3). Here: a table of five jobs,
-/// never analyzed, and the statement of `job_claim_v2` on its generic plan, with the
-/// function's settings (read from the database) and with v1's alone. The check can
-/// fail: with v1's settings the plan reads the table.
+/// The claim and the batch writes find their jobs by index even when their plans were
+/// made on a new table. A connection makes a statement's generic plan at its first run
+/// and keeps it until the table's statistics change; made when the table held a few
+/// jobs, the plan read the whole table to find the jobs by id, and kept doing so as the
+/// table grew (a claim of one job read 658 pages twelve seconds into W3). Here: a table
+/// of five jobs, never analyzed, and each function's statement on its generic plan,
+/// with the function's settings (read from the database) and with the generic plan
+/// alone. The check can fail: on the generic plan alone each statement reads the table.
 #[tokio::test]
-async fn the_claim_goes_by_index_on_a_plan_made_on_a_new_table() {
+async fn the_claim_and_the_writes_go_by_index_on_plans_made_on_a_new_table() {
     let Some(db) = TestDb::new().await else {
         return;
     };
     let jobs = (0..5).map(|_| job("big")).collect();
-    db.store
+    let ids: Vec<String> = db
+        .store
         .job_enqueue(enqueue_params(jobs, None))
         .await
-        .unwrap();
+        .unwrap()
+        .iter()
+        .map(|e| e.id.to_string())
+        .collect();
+    let ids = format!("'{{{}}}'::int8[]", ids.join(","));
     let schema = format!("\"{}\"", db.schema);
     let mut conn = db.store.pool().acquire().await.unwrap();
-    let [_, (_, claim)] = claim_statements(&schema);
-    let v1 = claim_settings(&mut conn, &schema, "job_claim_v1").await;
-    let v2 = claim_settings(&mut conn, &schema, "job_claim_v2").await;
-    assert!(v2.contains("SET LOCAL enable_seqscan = off;"), "{v2}");
-    let mut explain = async |settings: &str| -> Vec<String> {
-        sqlx::raw_sql(&format!(
-            "BEGIN; {settings} PREPARE claim (timestamptz, text, int8, text, int8, int4, text, boolean) AS {claim}"
-        ))
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-        let plan: Vec<String> = sqlx::query_scalar(
-            "EXPLAIN EXECUTE claim (NULL, 'big', 1, 'worker-a', 30000, 20, 'fingerprint', true)",
-        )
-        .fetch_all(&mut *conn)
-        .await
-        .unwrap();
-        sqlx::raw_sql("ROLLBACK; DEALLOCATE claim")
+    let [_, (claim_function, claim)] = claim_statements(&schema);
+    let mut statements = vec![(
+        claim_function,
+        claim,
+        "timestamptz, text, int8, text, int8, int4, text, boolean",
+        "NULL, 'big', 1, 'worker-a', 30000, 20, 'fingerprint', true".to_string(),
+    )];
+    for (function, statement, types, args) in write_statements(&schema) {
+        let args = args.replace("{ids}", &ids).replace("{tokens}", &ids);
+        statements.push((function, statement, types, args));
+    }
+    for (function, statement, types, args) in statements {
+        let settings = function_settings(&mut conn, &schema, function).await;
+        assert!(
+            settings.contains("SET LOCAL enable_seqscan = off;"),
+            "{function}: {settings}"
+        );
+        let mut explain = async |settings: &str| -> Vec<String> {
+            sqlx::raw_sql(&format!(
+                "BEGIN; {settings} PREPARE statement ({types}) AS {statement}"
+            ))
             .execute(&mut *conn)
             .await
             .unwrap();
-        plan
-    };
-    let reads_the_table =
-        |plan: &[String]| plan.iter().any(|line| line.contains("Seq Scan on jobs"));
-    let plain = explain(&v1).await;
-    assert!(reads_the_table(&plain), "plan:\n{}", plain.join("\n"));
-    let store = explain(&v2).await;
-    assert!(!reads_the_table(&store), "plan:\n{}", store.join("\n"));
+            let plan: Vec<String> =
+                sqlx::query_scalar(&format!("EXPLAIN EXECUTE statement ({args})"))
+                    .fetch_all(&mut *conn)
+                    .await
+                    .unwrap();
+            sqlx::raw_sql("ROLLBACK; DEALLOCATE statement")
+                .execute(&mut *conn)
+                .await
+                .unwrap();
+            plan
+        };
+        let reads_the_table =
+            |plan: &[String]| plan.iter().any(|line| line.contains("Seq Scan on jobs"));
+        let plain = explain("SET LOCAL plan_cache_mode = force_generic_plan;").await;
+        assert!(
+            reads_the_table(&plain),
+            "{function}, plan:\n{}",
+            plain.join("\n")
+        );
+        let store = explain(&settings).await;
+        assert!(
+            !reads_the_table(&store),
+            "{function}, plan:\n{}",
+            store.join("\n")
+        );
+    }
     drop(conn);
     db.drop_schema().await;
 }
@@ -1028,32 +1093,12 @@ async fn the_batch_writes_find_their_jobs_by_primary_key() {
             .take(100)
             .collect(),
     );
-    let statements = [
-        (
-            "job_complete",
-            include_str!("../queries/job_complete.sql"),
-            "timestamptz, int8[], int8[]",
-            "NULL, {ids}, {tokens}",
-        ),
-        (
-            "job_fail",
-            include_str!("../queries/job_fail.sql"),
-            "timestamptz, int8[], int8[], text[], text[], text[], int8[], text[], int4, text[], bool[]",
-            "NULL, {ids}, {tokens}, '{}', '{}', '{}', '{}', '{}', 20, '{}', '{}'",
-        ),
-        (
-            "job_release",
-            include_str!("../queries/job_release.sql"),
-            "timestamptz, int8[], int8[]",
-            "NULL, {ids}, {tokens}",
-        ),
-    ];
+    let statements = write_statements(&schema);
     sqlx::raw_sql("SET plan_cache_mode = force_generic_plan")
         .execute(&mut *conn)
         .await
         .unwrap();
     for (name, statement, types, args) in statements {
-        let statement = statement.replace("{schema}", &schema);
         sqlx::raw_sql(&format!("PREPARE {name} ({types}) AS {statement}"))
             .execute(&mut *conn)
             .await
