@@ -16,18 +16,23 @@
 -- holds only while the function runs. (As a setting of every connection it would
 -- reach the listings too, whose filters may want the table scan.)
 --
+-- Each batch is fenced by its (id, lease token) pairs, and the lease token alone
+-- fences: a row holds one only while running (the CHECK in 0001_jobs.sql), so
+-- `j.status = 'running'` would add nothing but a plan. With it, the partial index
+-- jobs_running_idx matched, and the generic plan (statistics taken when few jobs ran,
+-- as after a bulk enqueue) walked every running job for each element of the batch: a
+-- nested loop of running x batch. Without it, each element is one primary-key probe
+-- (the test the_batch_writes_find_their_jobs_by_primary_key).
+--
+-- `#variable_conflict use_column`: the functions' result columns (id, lease_token,
+-- queue) are also PL/pgSQL variables, and the statements mean the table's columns.
+--
 -- Versioned by name as the claim is: a changed statement is a new function
 -- (`job_complete_v2`) in a new migration, and a worker of the previous release keeps
 -- calling the one it knows.
 
 -- job_complete: running -> completed for every (id, lease token) in $2/$3 that still
 -- holds its lease. Returns the ids that did. $1: now (NULL: the database clock).
--- The lease token alone fences: a row holds one only while running (the CHECK in
--- 0001_jobs.sql), so `j.status = 'running'` would add nothing but a plan. With it, the
--- partial index jobs_running_idx matched, and the generic plan (statistics taken when
--- few jobs ran, as after a bulk enqueue) walked every running job for each element of
--- the batch: a nested loop of running x batch. Without it, each element is one
--- primary-key probe (the test the_batch_writes_find_their_jobs_by_primary_key).
 CREATE FUNCTION {schema}.job_complete_v1(now_at timestamptz, ids int8[], tokens int8[])
 RETURNS TABLE (id bigint, lease_token bigint, queue text, grouped boolean)
 LANGUAGE plpgsql
@@ -64,13 +69,19 @@ $write$;
 -- lease's expiry, the fingerprint), so PostgreSQL writes it as a heap-only update
 -- beside the old version, with no index entries. (The SET expressions read the row as
 -- it was; RETURNING reads it as written, so there a kept job is one still running.)
--- The lease token alone fences: a row holds one only while running (the CHECK in
--- 0001_jobs.sql), so `j.status = 'running'` would add nothing but a plan. With it, the
--- partial index jobs_running_idx matched, and the generic plan (statistics taken when
--- few jobs ran, as after a bulk enqueue) walked every running job for each element of
--- the batch: a nested loop of running x batch. Without it, each element is one
--- primary-key probe (the test the_batch_writes_find_their_jobs_by_primary_key).
-CREATE FUNCTION {schema}.job_fail_v1(now_at timestamptz, ids int8[], tokens int8[], classes text[], messages text[], workers text[], delays_ms int8[], dead_reasons text[], history_limit integer, fingerprints text[], keeps boolean[])
+CREATE FUNCTION {schema}.job_fail_v1(
+    now_at timestamptz,
+    ids int8[],
+    tokens int8[],
+    classes text[],
+    messages text[],
+    workers text[],
+    delays_ms int8[],
+    dead_reasons text[],
+    history_limit integer,
+    fingerprints text[],
+    keeps boolean[]
+)
 RETURNS TABLE (id bigint, lease_token bigint, queue text, wake boolean)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
@@ -131,12 +142,6 @@ $write$;
 -- job_release: running -> ready at now, giving the attempt back (graceful shutdown),
 -- for every (id, lease token) in $2/$3 that still holds its lease. Returns those ids.
 -- $1: now (NULL: the database clock).
--- The lease token alone fences: a row holds one only while running (the CHECK in
--- 0001_jobs.sql), so `j.status = 'running'` would add nothing but a plan. With it, the
--- partial index jobs_running_idx matched, and the generic plan (statistics taken when
--- few jobs ran, as after a bulk enqueue) walked every running job for each element of
--- the batch: a nested loop of running x batch. Without it, each element is one
--- primary-key probe (the test the_batch_writes_find_their_jobs_by_primary_key).
 CREATE FUNCTION {schema}.job_release_v1(now_at timestamptz, ids int8[], tokens int8[])
 RETURNS TABLE (id bigint, lease_token bigint, queue text)
 LANGUAGE plpgsql

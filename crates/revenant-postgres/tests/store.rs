@@ -833,6 +833,44 @@ fn write_statements(schema: &str) -> [(&'static str, String, &'static str, &'sta
     ]
 }
 
+/// The claim's parameter types, for `PREPARE`.
+const CLAIM_TYPES: &str = "timestamptz, text, int8, text, int8, int4, text, boolean";
+
+/// Arguments for `EXPLAIN EXECUTE` of a claim of `limit` jobs of queue `big`.
+fn claim_args(limit: i64) -> String {
+    format!("NULL, 'big', {limit}, 'worker-a', 30000, 20, 'fingerprint', true")
+}
+
+/// The plan of `statement` (parameters of `types`) prepared and run with `args` in a
+/// transaction that `settings` (`SET LOCAL` statements) begin with: the generic plan
+/// when they force it. Rolled back and deallocated after.
+async fn explain_prepared(
+    conn: &mut sqlx::PgConnection,
+    settings: &str,
+    types: &str,
+    statement: &str,
+    args: &str,
+) -> Vec<String> {
+    sqlx::raw_sql(&format!(
+        "BEGIN; {settings} PREPARE statement ({types}) AS {statement}"
+    ))
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN EXECUTE statement ({args})"))
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::raw_sql("ROLLBACK; DEALLOCATE statement")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    plan
+}
+
+/// `SET LOCAL` of the generic plan alone.
+const GENERIC_PLAN: &str = "SET LOCAL plan_cache_mode = force_generic_plan;";
+
 /// The settings the function `function` runs with (its `SET` clauses, as PostgreSQL
 /// keeps them), as the statements that set them for a transaction.
 async fn function_settings(conn: &mut sqlx::PgConnection, schema: &str, function: &str) -> String {
@@ -888,24 +926,15 @@ async fn the_claim_writes_its_chosen_jobs_by_primary_key_on_a_large_table() {
                 "{function}, custom plan, limit {limit}"
             );
         }
-        sqlx::raw_sql(&format!(
-            "SET plan_cache_mode = force_generic_plan; \
-             PREPARE claim (timestamptz, text, int8, text, int8, int4, text, boolean) AS {claim}"
-        ))
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-        let plan: Vec<String> = sqlx::query_scalar(
-            "EXPLAIN EXECUTE claim (NULL, 'big', 500, 'worker-a', 30000, 20, 'fingerprint', true)",
+        let plan = explain_prepared(
+            &mut conn,
+            GENERIC_PLAN,
+            CLAIM_TYPES,
+            &claim,
+            &claim_args(500),
         )
-        .fetch_all(&mut *conn)
-        .await
-        .unwrap();
+        .await;
         assert_eq!(seq_scan(&plan), None, "{function}, generic plan");
-        sqlx::raw_sql("DEALLOCATE claim; RESET plan_cache_mode")
-            .execute(&mut *conn)
-            .await
-            .unwrap();
     }
     drop(conn);
     db.drop_schema().await;
@@ -940,36 +969,14 @@ async fn the_claim_is_never_compiled_with_jit() {
             settings.contains("SET LOCAL jit = off;"),
             "{function}'s settings: {settings}"
         );
-        let mut explain = async |begin: &str, name: &str| -> Vec<String> {
-            sqlx::raw_sql(&format!(
-                "{begin} PREPARE {name} (timestamptz, text, int8, text, int8, int4, text, boolean) AS {claim}"
-            ))
-            .execute(&mut *conn)
-            .await
-            .unwrap();
-            let plan: Vec<String> = sqlx::query_scalar(&format!(
-                "EXPLAIN EXECUTE {name} (NULL, 'big', 64, 'worker-a', 30000, 20, 'fingerprint', true)"
-            ))
-            .fetch_all(&mut *conn)
-            .await
-            .unwrap();
-            sqlx::raw_sql(&format!("ROLLBACK; DEALLOCATE {name}"))
-                .execute(&mut *conn)
-                .await
-                .unwrap();
-            plan
-        };
         let compiles = |plan: &[String]| plan.iter().any(|line| line.trim_start() == "JIT:");
         // The check can fail: with the server's `jit`, the same generic plan compiles.
-        let plain = explain(
-            "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan;",
-            "claim_plain",
-        )
-        .await;
+        let args = claim_args(64);
+        let plain = explain_prepared(&mut conn, GENERIC_PLAN, CLAIM_TYPES, &claim, &args).await;
         if jit_available {
             assert!(compiles(&plain), "{function}, plan:\n{}", plain.join("\n"));
         }
-        let store = explain(&format!("BEGIN; {settings}"), "claim_store").await;
+        let store = explain_prepared(&mut conn, &settings, CLAIM_TYPES, &claim, &args).await;
         assert!(!compiles(&store), "{function}, plan:\n{}", store.join("\n"));
         // And it is the generic plan: its conditions name parameters, not values.
         assert!(
@@ -1014,12 +1021,7 @@ async fn the_claim_and_the_writes_go_by_index_on_plans_made_on_a_new_table() {
     let schema = format!("\"{}\"", db.schema);
     let mut conn = db.store.pool().acquire().await.unwrap();
     let [_, (claim_function, claim)] = claim_statements(&schema);
-    let mut statements = vec![(
-        claim_function,
-        claim,
-        "timestamptz, text, int8, text, int8, int4, text, boolean",
-        "NULL, 'big', 1, 'worker-a', 30000, 20, 'fingerprint', true".to_string(),
-    )];
+    let mut statements = vec![(claim_function, claim, CLAIM_TYPES, claim_args(1))];
     for (function, statement, types, args) in write_statements(&schema) {
         let args = args.replace("{ids}", &ids).replace("{tokens}", &ids);
         statements.push((function, statement, types, args));
@@ -1030,33 +1032,15 @@ async fn the_claim_and_the_writes_go_by_index_on_plans_made_on_a_new_table() {
             settings.contains("SET LOCAL enable_seqscan = off;"),
             "{function}: {settings}"
         );
-        let mut explain = async |settings: &str| -> Vec<String> {
-            sqlx::raw_sql(&format!(
-                "BEGIN; {settings} PREPARE statement ({types}) AS {statement}"
-            ))
-            .execute(&mut *conn)
-            .await
-            .unwrap();
-            let plan: Vec<String> =
-                sqlx::query_scalar(&format!("EXPLAIN EXECUTE statement ({args})"))
-                    .fetch_all(&mut *conn)
-                    .await
-                    .unwrap();
-            sqlx::raw_sql("ROLLBACK; DEALLOCATE statement")
-                .execute(&mut *conn)
-                .await
-                .unwrap();
-            plan
-        };
         let reads_the_table =
             |plan: &[String]| plan.iter().any(|line| line.contains("Seq Scan on jobs"));
-        let plain = explain("SET LOCAL plan_cache_mode = force_generic_plan;").await;
+        let plain = explain_prepared(&mut conn, GENERIC_PLAN, types, &statement, &args).await;
         assert!(
             reads_the_table(&plain),
             "{function}, plan:\n{}",
             plain.join("\n")
         );
-        let store = explain(&settings).await;
+        let store = explain_prepared(&mut conn, &settings, types, &statement, &args).await;
         assert!(
             !reads_the_table(&store),
             "{function}, plan:\n{}",
@@ -1093,21 +1077,9 @@ async fn the_batch_writes_find_their_jobs_by_primary_key() {
             .take(100)
             .collect(),
     );
-    let statements = write_statements(&schema);
-    sqlx::raw_sql("SET plan_cache_mode = force_generic_plan")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-    for (name, statement, types, args) in statements {
-        sqlx::raw_sql(&format!("PREPARE {name} ({types}) AS {statement}"))
-            .execute(&mut *conn)
-            .await
-            .unwrap();
+    for (name, statement, types, args) in write_statements(&schema) {
         let args = args.replace("{ids}", &ids).replace("{tokens}", &tokens);
-        let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN EXECUTE {name} ({args})"))
-            .fetch_all(&mut *conn)
-            .await
-            .unwrap();
+        let plan = explain_prepared(&mut conn, GENERIC_PLAN, types, &statement, &args).await;
         let on_jobs: Vec<&String> = plan
             .iter()
             .filter(|line| line.contains(" on jobs") && !line.contains("Update on"))
@@ -1117,15 +1089,7 @@ async fn the_batch_writes_find_their_jobs_by_primary_key() {
             "{name}: every access to jobs goes by primary key; plan:\n{}",
             plan.join("\n")
         );
-        sqlx::raw_sql(&format!("DEALLOCATE {name}"))
-            .execute(&mut *conn)
-            .await
-            .unwrap();
     }
-    sqlx::raw_sql("RESET plan_cache_mode")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
     drop(conn);
     db.drop_schema().await;
 }
