@@ -10,8 +10,6 @@ pub(crate) const QUEUE_SET_PAUSED: &str = include_str!("../queries/queue_set_pau
 pub(crate) const QUEUE_PAUSED: &str = include_str!("../queries/queue_paused.sql");
 pub(crate) const QUEUE_STATS: &str = include_str!("../queries/queue_stats.sql");
 pub(crate) const QUEUE_HISTORY: &str = include_str!("../queries/queue_history.sql");
-/// One job's row; `job_enqueue` repeats its `VALUES` tuple for a multi-row insert (see
-/// the store's `enqueue_statement`).
 pub(crate) const JOB_ENQUEUE: &str = include_str!("../queries/job_enqueue.sql");
 pub(crate) const JOB_COUNT_ID_RANGE: &str = include_str!("../queries/job_count_id_range.sql");
 pub(crate) const JOB_UNIQUE_FIND_MANY: &str = include_str!("../queries/job_unique_find_many.sql");

@@ -547,7 +547,8 @@ impl SqliteStore {
     }
 
     /// Inserts `params`' jobs in `tx` (the one insert path of `job_enqueue` and of a
-    /// schedule's tick), at `now`, in multi-row statements; `payloads` are the jobs'
+    /// schedule's tick), at `now`, in statements of up to
+    /// [`ENQUEUE_CHUNK_JOBS`] jobs each (`job_enqueue.sql`); `payloads` are the jobs'
     /// payloads serialized, in order. Returns one result per job and the queues touched.
     pub(crate) async fn enqueue_in(
         tx: &mut Transaction<'static, Sqlite>,
@@ -585,32 +586,14 @@ impl SqliteStore {
         let mut ids = Vec::with_capacity(inserted.len());
         let mut rest = &inserted[..];
         while !rest.is_empty() {
-            let rows = enqueue_chunk(rest.len());
-            let (chunk, tail) = rest.split_at(rows);
-            rest = tail;
-            let mut query = sqlx::query(enqueue_statement(rows));
-            for &index in chunk {
-                let job = &params.jobs[index];
-                let run_at = match (job.run_at, job.delay) {
-                    (Some(at), _) => at.timestamp_millis(),
-                    (None, Some(delay)) => now.saturating_add(millis(delay)),
-                    (None, None) => now,
-                };
-                query = query
-                    .bind(&job.queue)
-                    .bind(&job.kind)
-                    .bind(&payloads[index])
-                    .bind(job.priority)
-                    .bind(job.max_attempts.unwrap_or(params.default_max_attempts))
-                    .bind(run_at)
-                    .bind(now)
-                    .bind(&job.group_key)
-                    .bind(&job.unique_key)
-                    .bind(&job.correlation_id)
-                    .bind(job.trace_context.as_ref().map(|t| t.traceparent()))
-                    .bind(job.trace_context.as_ref().and_then(|t| t.tracestate()));
-            }
-            let done = query.execute(&mut **tx).await.map_err(classify)?;
+            let (rows, json) = enqueue_chunk(params, payloads, rest, now)?;
+            rest = &rest[rows..];
+            let done = sqlx::query(sql::JOB_ENQUEUE)
+                .bind(json)
+                .bind(now)
+                .execute(&mut **tx)
+                .await
+                .map_err(classify)?;
             if done.rows_affected() != rows as u64 {
                 return Err(StoreError::Corrupt(format!(
                     "inserted {} of {rows} jobs in one statement",
@@ -1005,92 +988,74 @@ async fn unique_holders(
         .collect()
 }
 
-/// The most jobs one insert statement of `job_enqueue` takes: 256 rows of
-/// `job_enqueue.sql`'s parameters (10 a row), far below SQLite's limit of 32,766 bound
-/// parameters a statement. A call inserts full chunks, then the rest in chunks of
-/// powers of two, so a connection caches at most nine enqueue statements whatever the
-/// batch sizes it sees.
-const ENQUEUE_CHUNK: usize = 256;
+/// The most jobs one insert statement of `job_enqueue` takes, and the bytes of JSON
+/// past which it takes no more: a statement holds at least one job, and at most one
+/// job's size (a payload is at most 1 MiB) past the bound, far below the 1 GB SQLite
+/// takes in one text.
+const ENQUEUE_CHUNK_JOBS: usize = 4096;
+const ENQUEUE_CHUNK_BYTES: usize = 16 * 1024 * 1024;
 
-/// The rows of the next insert statement for `left` jobs still to insert.
-fn enqueue_chunk(left: usize) -> usize {
-    if left >= ENQUEUE_CHUNK {
-        ENQUEUE_CHUNK
-    } else {
-        1 << left.ilog2()
-    }
-}
+/// One job as an element of `job_enqueue.sql`'s JSON array, which serde writes as an
+/// array in the order of the fields.
+#[derive(serde::Serialize)]
+struct EnqueueRow<'a>(
+    /* queue */ &'a str,
+    /* kind */ &'a str,
+    /* payload, its JSON text */ &'a str,
+    /* priority */ i32,
+    /* max_attempts */ i32,
+    /* run_at (ms) */ i64,
+    /* group_key */ Option<&'a str>,
+    /* unique_key */ Option<&'a str>,
+    /* correlation_id */ Option<&'a str>,
+    /* traceparent */ Option<&'a str>,
+    /* tracestate */ Option<&'a str>,
+);
 
-/// `job_enqueue.sql` with its `VALUES` tuple repeated `rows` times (a power of two up
-/// to [`ENQUEUE_CHUNK`]), each parameter a bare `?`: bind each row's parameters in
-/// turn. Built once.
-fn enqueue_statement(rows: usize) -> &'static str {
-    static STATEMENTS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
-        let mut out = Vec::new();
-        let mut rows = 1;
-        while rows <= ENQUEUE_CHUNK {
-            out.push(multi_row_insert(sql::JOB_ENQUEUE, rows));
-            rows *= 2;
+/// The first jobs of `rest` (indexes into `params.jobs`) that one insert statement
+/// takes, as `job_enqueue.sql`'s JSON array: returns how many it holds, and the array.
+fn enqueue_chunk(
+    params: &JobEnqueueParams,
+    payloads: &[String],
+    rest: &[usize],
+    now: i64,
+) -> Result<(usize, String), StoreError> {
+    let mut json = Vec::with_capacity(256 * rest.len().min(ENQUEUE_CHUNK_JOBS));
+    json.push(b'[');
+    let mut rows = 0;
+    for &index in rest.iter().take(ENQUEUE_CHUNK_JOBS) {
+        if rows > 0 && json.len() >= ENQUEUE_CHUNK_BYTES {
+            break;
         }
-        out
-    });
-    debug_assert!(rows.is_power_of_two() && rows <= ENQUEUE_CHUNK);
-    &STATEMENTS[rows.ilog2() as usize]
-}
-
-/// `statement` (`INSERT ... VALUES (<tuple>)`, its parameters `?1` to
-/// `?n` each once and in order) with its tuple repeated `rows` times, every parameter
-/// written as a bare `?`, which SQLite numbers in order of appearance.
-///
-/// Bare, not renumbered `?NNN`: SQLite keeps numbered parameters in a list it searches
-/// from the start for each one bound, so binding a statement with thousands of them
-/// costs quadratic time (with `?NNN`, 20,000 jobs in batches of 1,000 went ten times
-/// slower).
-fn multi_row_insert(statement: &str, rows: usize) -> String {
-    let values = statement
-        .find("VALUES")
-        .expect("job_enqueue.sql has a VALUES clause");
-    let (head, tuple) = (
-        &statement[..values + "VALUES".len()],
-        statement[values + "VALUES".len()..].trim(),
-    );
-    // The tuple's parameters, as (byte range, number).
-    let mut params = Vec::new();
-    let bytes = tuple.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'?' {
-            let digits = bytes[i + 1..]
-                .iter()
-                .take_while(|b| b.is_ascii_digit())
-                .count();
-            let n: usize = tuple[i + 1..i + 1 + digits]
-                .parse()
-                .expect("job_enqueue.sql numbers its parameters");
-            params.push((i, i + 1 + digits, n));
-            i += 1 + digits;
-        } else {
-            i += 1;
+        let job = &params.jobs[index];
+        let run_at = match (job.run_at, job.delay) {
+            (Some(at), _) => at.timestamp_millis(),
+            (None, Some(delay)) => now.saturating_add(millis(delay)),
+            (None, None) => now,
+        };
+        let trace = job.trace_context.as_ref();
+        let row = EnqueueRow(
+            &job.queue,
+            &job.kind,
+            &payloads[index],
+            job.priority,
+            job.max_attempts.unwrap_or(params.default_max_attempts),
+            run_at,
+            job.group_key.as_deref(),
+            job.unique_key.as_deref(),
+            job.correlation_id.as_deref(),
+            trace.map(|t| t.traceparent()),
+            trace.and_then(|t| t.tracestate()),
+        );
+        if rows > 0 {
+            json.push(b',');
         }
+        serde_json::to_writer(&mut json, &row).map_err(StoreError::backend)?;
+        rows += 1;
     }
-    assert!(
-        params.iter().enumerate().all(|(k, p)| p.2 == k + 1),
-        "job_enqueue.sql uses its parameters ?1 to ?n once each, in order"
-    );
-    let mut out = String::with_capacity(head.len() + rows * (tuple.len() + 8));
-    out.push_str(head);
-    for row in 0..rows {
-        out.push_str(if row == 0 { "\n" } else { ",\n" });
-        let mut last = 0;
-        for &(from, to, _) in &params {
-            out.push_str(&tuple[last..from]);
-            out.push('?');
-            last = to;
-        }
-        out.push_str(&tuple[last..]);
-    }
-    out.push('\n');
-    out
+    json.push(b']');
+    let json = String::from_utf8(json).map_err(StoreError::backend)?;
+    Ok((rows, json))
 }
 
 /// Appends one failed attempt to the failure log (queue_stats' failure count).

@@ -1,11 +1,13 @@
-//! `job_enqueue` inserts a batch in multi-row statements (chunks of up to 256 rows):
-//! the result must be what enqueuing the jobs one after the other gives, across chunk
-//! boundaries, unique keys included.
+//! `job_enqueue` inserts a batch in statements of up to 4,096 jobs and 16 MiB, each
+//! job an element of one JSON array: the result must be what enqueuing the jobs one
+//! after the other gives, across statement boundaries, unique keys included, and every
+//! text a producer gave must come back as given.
 
 use std::time::Duration;
 
 use revenant_conformance::stage::{job, t0};
 use revenant_core::store::{Enqueued, JobEnqueueParams, JobGetParams};
+use revenant_core::trace::TraceContext;
 use revenant_core::{NewJob, Store};
 use revenant_sqlite::SqliteStore;
 
@@ -36,7 +38,7 @@ fn nth(i: usize) -> NewJob {
 
 #[tokio::test]
 async fn a_large_batch_gives_what_one_job_at_a_time_gives() {
-    let n = 1_000; // three full chunks and the rest in smaller ones
+    let n = 1_000;
     let batch = SqliteStore::open_temporary().await.unwrap();
     let single = SqliteStore::open_temporary().await.unwrap();
     // A key already held before the batch.
@@ -98,10 +100,10 @@ async fn a_large_batch_gives_what_one_job_at_a_time_gives() {
 }
 
 #[tokio::test]
-async fn every_batch_size_up_to_two_chunks_inserts_each_job_once_in_order() {
+async fn every_batch_size_up_to_three_statements_inserts_each_job_once_in_order() {
     let store = SqliteStore::open_temporary().await.unwrap();
     let mut last = 0;
-    for n in (1..=520).step_by(37).chain([255, 256, 257, 512, 513]) {
+    for n in (1..=520).step_by(37).chain([4_095, 4_096, 4_097, 8_193]) {
         let got = store
             .job_enqueue(params(
                 (0..n)
@@ -131,4 +133,86 @@ async fn every_batch_size_up_to_two_chunks_inserts_each_job_once_in_order() {
             );
         }
     }
+}
+
+#[tokio::test]
+async fn a_batch_past_a_statements_bytes_is_split_and_each_payload_kept_whole() {
+    // 40 payloads of half a MiB: 20 MiB of JSON, past one statement's 16.
+    let store = SqliteStore::open_temporary().await.unwrap();
+    let big = |i: usize| serde_json::json!({ "i": i, "s": "x".repeat(512 * 1024) });
+    let got = store
+        .job_enqueue(params(
+            (0..40)
+                .map(|i| {
+                    let mut j = job("q", "k");
+                    j.payload = big(i);
+                    j
+                })
+                .collect(),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 40);
+    assert!(
+        got.windows(2).all(|w| w[1].id == w[0].id + 1),
+        "consecutive ids in input order: {got:?}"
+    );
+    for (i, e) in got.iter().enumerate() {
+        let stored = store
+            .job_get(JobGetParams { id: e.id })
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(stored.payload == big(i), "job {i}'s payload changed");
+    }
+}
+
+#[tokio::test]
+async fn texts_that_json_escapes_come_back_as_given() {
+    // Quotes, backslashes, escapes spelled out, non-ASCII and astral characters, tabs
+    // and newlines in the payload: everything a producer may write, through the JSON
+    // array the statement reads.
+    let store = SqliteStore::open_temporary().await.unwrap();
+    let text = "a \"quoted\" \\ back\\slash, \\u0041 spelled out, é, 日本, 🦀";
+    let mut j = job("q", "k");
+    j.payload = serde_json::json!({
+        "text": text,
+        "lines": "one\ttab\nnew line",
+        "n": [1, -2, 3.5, 1e300, 9007199254740993_u64, i64::MIN],
+        "nested": { "empty": {}, "none": null, "yes": true },
+    });
+    j.unique_key = Some(format!("unique {text}"));
+    j.group_key = Some(format!("group {text}"));
+    j.correlation_id = Some(format!("correlation {text}"));
+    j.trace_context = Some(
+        TraceContext::new(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            Some("vendor=a\"b,other=c\\d"),
+        )
+        .unwrap(),
+    );
+    j.priority = -7;
+    j.max_attempts = Some(25);
+    let got = store.job_enqueue(params(vec![j.clone()])).await.unwrap();
+    let stored = store
+        .job_get(JobGetParams { id: got[0].id })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.payload, j.payload);
+    assert_eq!(
+        (
+            &stored.unique_key,
+            &stored.group_key,
+            &stored.correlation_id,
+            &stored.trace_context
+        ),
+        (
+            &j.unique_key,
+            &j.group_key,
+            &j.correlation_id,
+            &j.trace_context
+        )
+    );
+    assert_eq!((stored.priority, stored.max_attempts), (-7, 25));
 }
