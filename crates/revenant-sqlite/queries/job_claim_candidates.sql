@@ -3,7 +3,7 @@
 -- (at most ?4 of those: 1, or 0 while the claiming process runs one it reclaimed, or
 -- after the first call of a claim).
 --
--- One priority per call: the claim index is (queue, status, priority DESC, run_at, id),
+-- One priority per call: the claim index is jobs_ready (queue, priority DESC, run_at, id),
 -- and with no bound on priority a `run_at <= ?2` condition only filters the entries it
 -- walks, so a claim asking for more jobs than are due walked every job scheduled for
 -- later. With the priority fixed, `run_at <= ?2` bounds the walk. The store calls this
@@ -59,7 +59,9 @@ FROM (
             SELECT j.id, j.status, j.attempts, j.worker, j.lease_expires_at, j.errors,
                    j.priority, j.run_at
             FROM jobs j
-            WHERE j.queue = ?1 AND j.status = 'running' AND j.lease_expires_at <= ?2
+            -- `+j.queue`: the expired leases by jobs_lease, not every job of the queue
+            -- by jobs_queue (migration 15).
+            WHERE +j.queue = ?1 AND j.status = 'running' AND j.lease_expires_at <= ?2
               AND (j.group_key IS NULL OR NOT EXISTS (
                     SELECT 1 FROM jobs g
                     WHERE g.group_key = j.group_key

@@ -1,3 +1,3 @@
-    ORDER BY id
+    ORDER BY +id
     LIMIT ?12
 )

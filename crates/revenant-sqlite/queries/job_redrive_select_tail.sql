@@ -1,2 +1,2 @@
-ORDER BY id
+ORDER BY +id
 LIMIT ?12

@@ -254,8 +254,11 @@ impl Counter {
                 .await?
             }
             Conn::Sqlite(pool) => {
+                // One probe per state, each by its partial index (`+queue` keeps the
+                // running probe off `jobs_queue`, which holds every job of the queue).
                 sqlx::query_as(
-                    "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND status IN ('ready', 'running'))",
+                    "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND status = 'ready')
+                         OR EXISTS (SELECT 1 FROM jobs WHERE +queue = ?1 AND status = 'running')",
                 )
                 .bind(queue)
                 .fetch_one(pool)
@@ -286,7 +289,7 @@ impl Counter {
                 sqlx::query_as(
                     "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND status = 'ready'
                                       AND priority = 0 AND run_at <= ?2)
-                         OR EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND status = 'running')",
+                         OR EXISTS (SELECT 1 FROM jobs WHERE +queue = ?1 AND status = 'running')",
                 )
                 .bind(queue)
                 .bind(chrono::Utc::now().timestamp_millis())
@@ -313,7 +316,8 @@ impl Counter {
             }
             Conn::Sqlite(pool) => {
                 sqlx::query_as(
-                    "SELECT (SELECT count(*) FROM jobs WHERE queue = ?1 AND status IN ('ready', 'running')),
+                    "SELECT (SELECT count(*) FROM jobs WHERE queue = ?1 AND status = 'ready')
+                          + (SELECT count(*) FROM jobs WHERE +queue = ?1 AND status = 'running'),
                             (SELECT count(*) FROM jobs WHERE queue = ?1 AND status = 'dead')",
                 )
                 .bind(queue)
