@@ -2,10 +2,10 @@
 -- counted here, at claim. ?1 JSON array of [id, lease token] pairs, ?2 lease_expires_at,
 -- ?3 now, ?4 worker. The candidates were read in the same write transaction, so every
 -- one is still ready; the status check is a guard, not a race.
--- `+status` keeps SQLite off the index of the jobs in that state (jobs_lease, jobs_ready;
--- before migration 15 jobs_finished), which it would otherwise walk whole and probe the
--- batch with: the batch drives the
--- plan, one primary-key lookup per id (checked by a test of the query plans).
+-- `+status` keeps SQLite off the index of the jobs in that state (jobs_lease,
+-- jobs_ready; jobs_finished before migration 15), which it would otherwise walk whole,
+-- probing the batch for each entry: the batch drives the plan, one primary-key lookup
+-- per id (checked by a test of the query plans).
 -- Returns nothing: the claimed jobs are read back as one value (job_claimed.sql)
 -- instead of a row per job.
 UPDATE jobs

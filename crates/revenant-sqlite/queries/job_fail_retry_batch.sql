@@ -1,9 +1,9 @@
 -- Fenced running -> ready for a batch whose leases were checked in this transaction;
 -- each attempt stays spent. ?1 JSON array of [id, run_at, history] triples.
--- `+status` keeps SQLite off the index of the jobs in that state (jobs_lease, jobs_ready;
--- before migration 15 jobs_finished), which it would otherwise walk whole and probe the
--- batch with: the batch drives the
--- plan, one primary-key lookup per id (checked by a test of the query plans).
+-- `+status` keeps SQLite off the index of the jobs in that state (jobs_lease,
+-- jobs_ready; jobs_finished before migration 15), which it would otherwise walk whole,
+-- probing the batch for each entry: the batch drives the plan, one primary-key lookup
+-- per id (checked by a test of the query plans).
 UPDATE jobs
 SET status = 'ready', run_at = retry.run_at, errors = retry.errors,
     lease_token = NULL, lease_expires_at = NULL

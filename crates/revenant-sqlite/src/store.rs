@@ -2159,6 +2159,7 @@ mod tests {
             }
             names.push("jobs");
             if pair[1] != "jobs" {
+                // `jobs)` or `jobs,`: no alias follows.
                 continue;
             }
             let mut next = words.get(i + 2).copied();
