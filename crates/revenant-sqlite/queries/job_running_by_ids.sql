@@ -6,9 +6,10 @@
 -- probing the batch for each entry: the batch drives the plan, one primary-key lookup
 -- per id (checked by a test of the query plans).
 -- One value for the batch: a JSON array of
--- [id, lease_token, queue, group_key, attempts, max_attempts, worker, errors] arrays
--- (one hand-over from SQLite's thread, not one per row; see job_claim_candidates.sql).
+-- [id, lease_token, queue, group_key, attempts, max_attempts, worker] arrays (one
+-- hand-over from SQLite's thread, not one per row; see job_claim_candidates.sql). Not
+-- the history: a failure's entry is appended by the statement that writes it.
 SELECT json_group_array(json_array(id, lease_token, queue, group_key, attempts,
-                                   max_attempts, worker, errors))
+                                   max_attempts, worker))
 FROM jobs
 WHERE id IN (SELECT value FROM json_each(?1)) AND +status = 'running'

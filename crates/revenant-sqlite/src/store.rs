@@ -71,6 +71,9 @@ const WRITER_CACHE_KIB: i64 = 64 * 1024;
 /// The most rows one `job_list` returns, whatever the caller asks.
 const LIST_LIMIT_CAP: u32 = 10_000;
 
+/// [`ErrorEntry::HISTORY_LIMIT`] as the statements that append to a history bind it.
+const HISTORY_LIMIT: i64 = ErrorEntry::HISTORY_LIMIT as i64;
+
 /// A [`Store`] on one SQLite database.
 ///
 /// Open it with [`SqliteStore::connect`] (a URL), [`SqliteStore::open`] (a path) or
@@ -325,7 +328,17 @@ impl SqliteStore {
                 .connect_with(
                     options
                         .clone()
-                        .pragma("cache_size", format!("-{WRITER_CACHE_KIB}")),
+                        .pragma("cache_size", format!("-{WRITER_CACHE_KIB}"))
+                        // A statement that changes several rows inside a transaction
+                        // of several statements keeps the pages it changes in a
+                        // statement journal, to undo itself alone if it fails; past
+                        // 64 KiB SQLite writes that journal to a temporary file. Every
+                        // batch write here is such a statement (group commit): a
+                        // failing drain of 50,000 jobs wrote 14,700 pages to temporary
+                        // files. In memory they cost a copy. Temporary tables and
+                        // sorts go there too; the writer's sorts are bounded by a
+                        // LIMIT (purge, redrive and prune work in batches).
+                        .pragma("temp_store", "memory"),
                 )
                 .await
                 .map_err(classify)?;
@@ -446,9 +459,10 @@ impl SqliteStore {
 
     /// Records `params`' failed attempts whose leases hold, in `tx`, at `now`. As in
     /// [`Self::complete_in`]: one read for the batch, the fence checked in Rust, then
-    /// one statement for every retry, one for every kept retry and one for the failure
-    /// log. A death also sets the fingerprint and reason; it stays one statement per
-    /// job (the rare path). Returns one result per failure and the queues to wake.
+    /// one statement for every retry, one for every kept retry, one for every death
+    /// and one for the failure log. Each statement appends the entries to the
+    /// histories itself (job_fail_retry_batch.sql says why). Returns one result per
+    /// failure and the queues to wake.
     async fn fail_in(
         tx: &mut Transaction<'static, Sqlite>,
         params: &JobFailParams,
@@ -458,8 +472,9 @@ impl SqliteStore {
         let mut running =
             Self::running_by_ids(tx, params.failures.iter().map(|f| f.lease.id)).await?;
         let mut results = Vec::with_capacity(params.failures.len());
-        let mut retries: Vec<(JobId, i64, String)> = Vec::new();
-        let mut kept: Vec<(JobId, i64, String)> = Vec::new();
+        let mut retries: Vec<(JobId, i64, ErrorEntry)> = Vec::new();
+        let mut kept: Vec<(JobId, i64, ErrorEntry)> = Vec::new();
+        let mut dead: Vec<(JobId, &str, String, ErrorEntry)> = Vec::new();
         // Failures per queue and class: the failure log gets one row for each.
         let mut logged: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
         let mut wake = BTreeSet::new();
@@ -475,10 +490,9 @@ impl SqliteStore {
                 attempt: row.attempts,
                 at,
                 class: failure.failure.class,
-                message: failure.failure.message.clone(),
+                message: ErrorEntry::truncate_message(&failure.failure.message),
                 worker: failure.worker.clone().or(row.worker),
             };
-            let errors = push_entry(&row.errors, entry)?;
             *logged
                 .entry((queue.clone(), failure.failure.class.as_str()))
                 .or_default() += 1;
@@ -490,26 +504,15 @@ impl SqliteStore {
                     let keep = matches!(failure.action, FailAction::Keep { .. })
                         && row.attempts < row.max_attempts;
                     if keep {
-                        kept.push((lease.id, due, errors));
+                        kept.push((lease.id, due, entry));
                     } else {
-                        retries.push((lease.id, due, errors));
+                        retries.push((lease.id, due, entry));
                         wake.insert(queue);
                     }
                 }
                 FailAction::Dead { reason } => {
-                    let print = fingerprint::fingerprint(&ErrorEntry::truncate_message(
-                        &failure.failure.message,
-                    ));
-                    sqlx::query(sql::JOB_FAIL_DEAD)
-                        .bind(lease.id)
-                        .bind(lease.lease_token.0)
-                        .bind(reason.as_str())
-                        .bind(now)
-                        .bind(errors)
-                        .bind(&print)
-                        .execute(&mut **tx)
-                        .await
-                        .map_err(classify)?;
+                    let print = fingerprint::fingerprint(&entry.message);
+                    dead.push((lease.id, reason.as_str(), print, entry));
                     if grouped {
                         wake.insert(queue);
                     }
@@ -520,6 +523,7 @@ impl SqliteStore {
         if !retries.is_empty() {
             sqlx::query(sql::JOB_FAIL_RETRY_BATCH)
                 .bind(json_array(&retries)?)
+                .bind(HISTORY_LIMIT)
                 .execute(&mut **tx)
                 .await
                 .map_err(classify)?;
@@ -527,6 +531,16 @@ impl SqliteStore {
         if !kept.is_empty() {
             sqlx::query(sql::JOB_FAIL_KEEP_BATCH)
                 .bind(json_array(&kept)?)
+                .bind(HISTORY_LIMIT)
+                .execute(&mut **tx)
+                .await
+                .map_err(classify)?;
+        }
+        if !dead.is_empty() {
+            sqlx::query(sql::JOB_FAIL_DEAD_BATCH)
+                .bind(json_array(&dead)?)
+                .bind(HISTORY_LIMIT)
+                .bind(now)
                 .execute(&mut **tx)
                 .await
                 .map_err(classify)?;
@@ -894,7 +908,6 @@ struct Running {
     attempts: i32,
     max_attempts: i32,
     worker: Option<String>,
-    errors: String,
 }
 
 /// One value a statement built with `json_group_array` (`what` names it in the error).
@@ -1993,7 +2006,12 @@ mod tests {
             .fetch_one(&mut *writer)
             .await
             .unwrap();
+        let temp_store: i64 = sqlx::query_scalar("PRAGMA temp_store")
+            .fetch_one(&mut *writer)
+            .await
+            .unwrap();
         assert_eq!(cache, -WRITER_CACHE_KIB, "the writer's page cache");
+        assert_eq!(temp_store, 2, "the writer's statement journals in memory");
         assert_eq!(mode, "wal");
         assert_eq!(sync, 2, "synchronous = FULL");
         assert_eq!(busy, 5_000);
@@ -2015,6 +2033,7 @@ mod tests {
             ("job_complete_batch", sql::JOB_COMPLETE_BATCH),
             ("job_fail_retry_batch", sql::JOB_FAIL_RETRY_BATCH),
             ("job_fail_keep_batch", sql::JOB_FAIL_KEEP_BATCH),
+            ("job_fail_dead_batch", sql::JOB_FAIL_DEAD_BATCH),
             ("job_gate_running", sql::JOB_GATE_RUNNING),
             ("job_gate_run", sql::JOB_GATE_RUN),
             ("job_gate_defer", sql::JOB_GATE_DEFER),
@@ -2082,7 +2101,7 @@ mod tests {
             ("job_claim_priority", sql::JOB_CLAIM_PRIORITY),
             ("job_claim", sql::JOB_CLAIM),
             ("job_heartbeat", sql::JOB_HEARTBEAT),
-            ("job_fail_dead", sql::JOB_FAIL_DEAD),
+            ("job_fail_dead_batch", sql::JOB_FAIL_DEAD_BATCH),
             ("job_snooze", sql::JOB_SNOOZE),
             ("job_cancel_get", sql::JOB_CANCEL_GET),
             ("job_cancel", sql::JOB_CANCEL),

@@ -369,6 +369,109 @@ pub async fn error_history_keeps_the_newest_entries(store: Arc<dyn Store>) {
     assert_eq!(job.last_error.unwrap().message, format!("failure {total}"));
 }
 
+/// Messages a handler could produce, written verbatim into a history: quotes,
+/// backslashes, control characters, JSON and JSON-path look-alikes, SQL, emoji.
+const HOSTILE_MESSAGES: [&str; 8] = [
+    r#"provider said "no" \ and 'no'"#,
+    "line one\nline two\ttab\r\u{0}nul",
+    r#"{"attempt": 99, "class": "permanent"}"#,
+    "$[#] $[0] $.errors",
+    "]}, {\"injected\": true}, [",
+    "'); DELETE FROM jobs; --",
+    "né, 日本語, 🚀\u{7f}",
+    "",
+];
+
+/// Every way a failure is written (a kept retry, a retry through the queue, a death;
+/// several of them in one call) appends its entry to the history as it was given and
+/// keeps the newest `ErrorEntry::HISTORY_LIMIT`: the history is read back whole, each
+/// message byte for byte.
+pub async fn every_way_a_failure_is_written_keeps_its_entry_verbatim(store: Arc<dyn Store>) {
+    let stage = Stage::new(store.clone());
+    let limit = ErrorEntry::HISTORY_LIMIT as i32;
+    let message = |attempt: i32| {
+        format!(
+            "{} (attempt {attempt})",
+            HOSTILE_MESSAGES[attempt as usize % HOSTILE_MESSAGES.len()]
+        )
+    };
+    let kept = stage
+        .running(job("q", "kept").with_max_attempts(100), t0())
+        .await;
+    let retried = stage
+        .running(job("q", "retried").with_max_attempts(100), t0())
+        .await;
+    let dead = stage
+        .running(job("q", "dead").with_max_attempts(100), t0())
+        .await;
+    // Past the limit, kept: the job stays running under its lease, so the same lease
+    // fails it again.
+    for attempt in 1..=limit + 3 {
+        for running in [&kept, &retried, &dead] {
+            fail_kept(&stage, running, &message(attempt), at(i64::from(attempt))).await;
+        }
+    }
+    // The next failure of each in one call: one kept, one retried, one dead.
+    let next = limit + 4;
+    let failed = |running: &Job, action| JobFailure {
+        lease: lease_of(running),
+        failure: failure(FailureClass::Transient, &message(next)),
+        action,
+        worker: Some(WORKER.into()),
+    };
+    let result = store
+        .job_fail(JobFailParams {
+            failures: vec![
+                failed(&kept, keep()),
+                failed(&retried, FailAction::Retry { delay: secs(5) }),
+                failed(
+                    &dead,
+                    FailAction::Dead {
+                        reason: DeadReason::AttemptsExhausted,
+                    },
+                ),
+            ],
+            now: Some(at(100)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(result, vec![Fenced::Applied; 3]);
+    for (id, status) in [
+        (kept.id, JobState::Running),
+        (retried.id, JobState::Ready),
+        (dead.id, JobState::Dead),
+    ] {
+        let job = stage.get(id).await;
+        assert_eq!(job.status, status, "job {id}");
+        assert_eq!(job.errors.len(), ErrorEntry::HISTORY_LIMIT, "job {id}");
+        let first = next - limit + 1;
+        let attempts: Vec<i32> = job.errors.iter().map(|e| e.attempt).collect();
+        assert_eq!(
+            attempts,
+            (first..=next).collect::<Vec<_>>(),
+            "job {id}: the newest, in order"
+        );
+        for entry in &job.errors {
+            // Verbatim, but for U+0000: PostgreSQL stores no such character in text or
+            // jsonb, and its store writes U+FFFD instead rather than lose the failure.
+            let given = message(entry.attempt);
+            assert!(
+                entry.message == given || entry.message == given.replace('\0', "\u{FFFD}"),
+                "job {id}, attempt {}: {:?} written as {:?}",
+                entry.attempt,
+                given,
+                entry.message
+            );
+        }
+        assert!(job
+            .errors
+            .iter()
+            .all(|e| e.class == FailureClass::Transient && e.worker.as_deref() == Some(WORKER)));
+        assert_eq!(job.errors.last().unwrap().at, at(100));
+        assert_eq!(job.last_error.as_ref(), job.errors.last());
+    }
+}
+
 /// An error message longer than `ErrorEntry::MAX_MESSAGE_BYTES` is cut as
 /// `ErrorEntry::truncate_message` cuts it.
 pub async fn long_error_messages_are_truncated(store: Arc<dyn Store>) {
