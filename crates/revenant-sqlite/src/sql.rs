@@ -3,7 +3,10 @@
 //! Statements that take a [`revenant_core::store::JobFilter`] are three files
 //! concatenated: the head of the statement, the shared `job_filter.sql` predicate
 //! (parameters ?1 to ?11, bound by the store's `bind_filter`) and the statement's tail.
-//! Batched statements take one JSON array parameter and walk it with `json_each`.
+//! The batch writes of failed attempts are three files in the same way: the head, the
+//! shared `history_append.sql` (a job's history with the failure's entry appended) and
+//! the tail. Batched statements take one JSON array parameter and walk it with
+//! `json_each`.
 
 pub(crate) const QUEUE_ENSURE: &str = include_str!("../queries/queue_ensure.sql");
 pub(crate) const QUEUE_SET_PAUSED: &str = include_str!("../queries/queue_set_paused.sql");
@@ -19,7 +22,11 @@ pub(crate) const JOB_CLAIM_CANDIDATES: &str = include_str!("../queries/job_claim
 pub(crate) const JOB_CLAIM_PRIORITY: &str = include_str!("../queries/job_claim_priority.sql");
 pub(crate) const JOB_CLAIM: &str = include_str!("../queries/job_claim.sql");
 pub(crate) const JOB_HEARTBEAT: &str = include_str!("../queries/job_heartbeat.sql");
-pub(crate) const JOB_FAIL_DEAD_BATCH: &str = include_str!("../queries/job_fail_dead_batch.sql");
+pub(crate) const JOB_FAIL_DEAD_BATCH: &str = concat!(
+    include_str!("../queries/job_fail_dead_batch.sql"),
+    include_str!("../queries/history_append.sql"),
+    include_str!("../queries/job_fail_dead_batch_tail.sql"),
+);
 pub(crate) const JOB_SNOOZE: &str = include_str!("../queries/job_snooze.sql");
 pub(crate) const JOB_CANCEL_GET: &str = include_str!("../queries/job_cancel_get.sql");
 pub(crate) const JOB_CANCEL: &str = include_str!("../queries/job_cancel.sql");
@@ -49,8 +56,16 @@ pub(crate) const JOB_CLAIMED: &str = include_str!("../queries/job_claimed.sql");
 pub(crate) const JOB_CLAIMED_RUN: &str = include_str!("../queries/job_claimed_run.sql");
 pub(crate) const JOB_RUNNING_BY_IDS: &str = include_str!("../queries/job_running_by_ids.sql");
 pub(crate) const JOB_COMPLETE_BATCH: &str = include_str!("../queries/job_complete_batch.sql");
-pub(crate) const JOB_FAIL_RETRY_BATCH: &str = include_str!("../queries/job_fail_retry_batch.sql");
-pub(crate) const JOB_FAIL_KEEP_BATCH: &str = include_str!("../queries/job_fail_keep_batch.sql");
+pub(crate) const JOB_FAIL_RETRY_BATCH: &str = concat!(
+    include_str!("../queries/job_fail_retry_batch.sql"),
+    include_str!("../queries/history_append.sql"),
+    include_str!("../queries/job_fail_retry_batch_tail.sql"),
+);
+pub(crate) const JOB_FAIL_KEEP_BATCH: &str = concat!(
+    include_str!("../queries/job_fail_keep_batch.sql"),
+    include_str!("../queries/history_append.sql"),
+    include_str!("../queries/job_fail_keep_batch_tail.sql"),
+);
 pub(crate) const ATTEMPT_FAILURE_PRUNE: &str = include_str!("../queries/attempt_failure_prune.sql");
 pub(crate) const REDRIVE_AUDIT: &str = include_str!("../queries/redrive_audit.sql");
 pub(crate) const REDRIVE_HISTORY: &str = include_str!("../queries/redrive_history.sql");

@@ -461,7 +461,7 @@ impl SqliteStore {
     /// [`Self::complete_in`]: one read for the batch, the fence checked in Rust, then
     /// one statement for every retry, one for every kept retry, one for every death
     /// and one for the failure log. Each statement appends the entries to the
-    /// histories itself (job_fail_retry_batch.sql says why). Returns one result per
+    /// histories itself (history_append.sql says why). Returns one result per
     /// failure and the queues to wake.
     async fn fail_in(
         tx: &mut Transaction<'static, Sqlite>,
