@@ -26,40 +26,41 @@ pub(crate) fn job_from_row(row: &PgRow) -> Result<Job, StoreError> {
     })
 }
 
-/// Reads a claimed job selected with `{claimed_columns}` (see [`crate::sql`]). A value
-/// this version cannot read is [`StoreError::Corrupt`] naming the job and the column.
-pub(crate) fn claimed_from_row(row: &PgRow) -> Result<ClaimedJob, StoreError> {
+/// Reads a claimed job of `queue` selected with `{claimed_columns}` (see
+/// [`crate::sql`]). A value this version cannot read is [`StoreError::Corrupt`] naming
+/// the job and the column.
+pub(crate) fn claimed_from_row(row: &PgRow, queue: &str) -> Result<ClaimedJob, StoreError> {
     let id: i64 = row.try_get(0).classified()?;
     let corrupt = |column: &str| StoreError::Corrupt(format!("job {id}: claimed with no {column}"));
     Ok(ClaimedJob {
         id,
-        queue: row.try_get(1).classified()?,
-        kind: row.try_get(2).classified()?,
-        payload: row.try_get(3).classified()?,
-        priority: row.try_get(4).classified()?,
-        attempts: row.try_get(5).classified()?,
-        max_attempts: row.try_get(6).classified()?,
-        run_at: row.try_get::<Timestamp, _>(7).classified()?,
+        queue: queue.to_string(),
+        kind: row.try_get(1).classified()?,
+        payload: row.try_get(2).classified()?,
+        priority: row.try_get(3).classified()?,
+        attempts: row.try_get(4).classified()?,
+        max_attempts: row.try_get(5).classified()?,
+        run_at: row.try_get::<Timestamp, _>(6).classified()?,
         attempted_at: row
-            .try_get::<Option<Timestamp>, _>(8)
+            .try_get::<Option<Timestamp>, _>(7)
             .classified()?
             .ok_or_else(|| corrupt("attempted_at"))?,
         lease_token: row
-            .try_get::<Option<i64>, _>(9)
+            .try_get::<Option<i64>, _>(8)
             .classified()?
             .map(LeaseToken)
             .ok_or_else(|| corrupt("lease_token"))?,
         lease_expires_at: row
-            .try_get::<Option<Timestamp>, _>(10)
+            .try_get::<Option<Timestamp>, _>(9)
             .classified()?
             .ok_or_else(|| corrupt("lease_expires_at"))?,
-        correlation_id: row.try_get(11).classified()?,
-        dependency: row.try_get(12).classified()?,
+        correlation_id: row.try_get(10).classified()?,
+        dependency: row.try_get(11).classified()?,
         trace_context: revenant_core::trace::TraceContext::from_stored(
+            row.try_get(12).classified()?,
             row.try_get(13).classified()?,
-            row.try_get(14).classified()?,
         ),
-        reclaimed: row.try_get(15).classified()?,
+        reclaimed: row.try_get(14).classified()?,
     })
 }
 

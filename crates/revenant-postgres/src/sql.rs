@@ -16,10 +16,11 @@ const JOB_COLUMNS: &str = "j.id, j.queue, j.kind, j.payload, j.status, j.priorit
     j.traceparent, j.tracestate";
 
 /// The columns of a claimed job, in the order [`crate::row::claimed_from_row`] reads
-/// them, for a `jobs` row aliased `j`. The last says whether the claim took the job off
-/// an expired lease: the claim wrote a `lease_expired` entry for the attempt before
+/// them, for a `jobs` row aliased `j`. No queue: a claim takes jobs of the one queue it
+/// names, so the worker has it already. The last says whether the claim took the job
+/// off an expired lease: the claim wrote a `lease_expired` entry for the attempt before
 /// this one (compared as JSON, so a history edited by hand cannot fail the claim).
-const CLAIMED_COLUMNS: &str = "j.id, j.queue, j.kind, j.payload, j.priority, j.attempts, \
+const CLAIMED_COLUMNS: &str = "j.id, j.kind, j.payload, j.priority, j.attempts, \
     j.max_attempts, j.run_at, j.attempted_at, j.lease_token, j.lease_expires_at, \
     j.correlation_id, j.dependency, j.traceparent, j.tracestate, \
     coalesce(j.errors -> -1 -> 'class' = '\"lease_expired\"'::jsonb \

@@ -48,7 +48,7 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 use crate::completer::{Ack, Slot};
 use crate::context::{JobContext, JobContextParts};
 use crate::gate::{Answer, Ticket};
-use crate::metrics::{self, AttemptOutcome};
+use crate::metrics::{AttemptOutcome, JobSeries};
 use crate::settle::{self, SettleWrite, Settled, Settlement};
 use crate::store_retry::retry;
 use crate::worker::Shared;
@@ -170,7 +170,8 @@ pub(crate) async fn run(
     // Both times are on the store's clock. A job reclaimed after a lost lease counts
     // its whole wait since run_at, which is what its customer saw.
     let waited = (job.attempted_at - job.run_at).num_milliseconds() as f64 / 1000.0;
-    metrics::wait_time(&job.queue, waited);
+    let series = shared.series.of(&job.queue, &job.kind);
+    series.wait_time(waited);
 
     let span = shared
         .tracer
@@ -260,7 +261,7 @@ pub(crate) async fn run(
         stop.cancel();
     }
     if matches!(ended, Ended::Outcome(_)) {
-        metrics::run_time(&job.queue, &job.kind, started.elapsed().as_secs_f64());
+        series.run_time(started.elapsed().as_secs_f64());
     }
     if !task.is_finished() {
         // Tell the handler first (it may be watching), then drop its future at its
@@ -298,7 +299,7 @@ pub(crate) async fn run(
             if let Some(span) = span {
                 span.ended("lease_lost");
             }
-            metrics::attempt(&job.queue, &job.kind, AttemptOutcome::LeaseLost, "none");
+            series.attempt(AttemptOutcome::LeaseLost, "none");
             tracing::warn!(
                 job_id = job.id,
                 queue = %job.queue,
@@ -311,7 +312,7 @@ pub(crate) async fn run(
             );
         }
         Ended::GivenUp => {
-            metrics::attempt(&job.queue, &job.kind, AttemptOutcome::LeaseLost, "none");
+            series.attempt(AttemptOutcome::LeaseLost, "none");
             // Fenced: if the job is still ours, it runs again at once with the attempt
             // given back. A heartbeat still in flight may land first and renew the
             // lease; the release then ends it all the same.
@@ -331,17 +332,19 @@ pub(crate) async fn run(
                 if let Some(span) = span {
                     span.ended("released");
                 }
-                metrics::attempt(&job.queue, &job.kind, AttemptOutcome::Released, "none");
+                series.attempt(AttemptOutcome::Released, "none");
                 tracing::info!(job_id = job.id, queue = %job.queue, kind = %job.kind, result = ?fenced, "shutdown: handler cancelled, lease released, attempt given back")
             }
             Err(err) => {
-                metrics::attempt(&job.queue, &job.kind, AttemptOutcome::Unwritten, "none");
+                series.attempt(AttemptOutcome::Unwritten, "none");
                 tracing::warn!(job_id = job.id, queue = %job.queue, kind = %job.kind, error = %err, "shutdown: could not release the lease; the job is reclaimed when it expires")
             }
         },
         Ended::Outcome(outcome) => {
-            let (transition, settled, kept) =
-                finish(&shared, &job, lease, &policy, outcome, slot, keep_until).await;
+            let (transition, settled, kept) = finish(
+                &shared, &job, lease, &policy, outcome, slot, keep_until, &series,
+            )
+            .await;
             if let Some(span) = span {
                 span.settled(&transition, &settled);
             }
@@ -616,6 +619,7 @@ async fn heartbeat(
 /// A retry due before `keep_until` and within [`KEEP_MAX`] is kept (see the module
 /// docs): then the third value is when the next attempt is due, and the token that
 /// counts the job as waiting in this worker, taken before the slot is given up.
+#[allow(clippy::too_many_arguments)]
 async fn finish(
     shared: &Shared,
     job: &ClaimedJob,
@@ -624,6 +628,7 @@ async fn finish(
     outcome: Outcome,
     slot: Slot,
     keep_until: Option<Instant>,
+    series: &JobSeries,
 ) -> (Transition, Settled, Option<(Instant, TaskTrackerToken)>) {
     let mut settlement = Settlement::decide(
         job,
@@ -684,7 +689,7 @@ async fn finish(
     {
         shared.due_soon.note(&job.queue, delay);
     }
-    settlement.record(job, &settled);
+    settlement.record_in(job.into(), &settled, Some(series));
     let kept = kept.filter(|_| settled == Settled::Applied);
     (settlement.transition().clone(), settled, kept)
 }

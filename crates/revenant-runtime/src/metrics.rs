@@ -3,13 +3,19 @@
 //!
 //! Recording goes through the [`metrics`] facade: the core records, the program
 //! installs an exporter (`revenant work --metrics-addr` installs the Prometheus one).
-//! With no exporter installed every call here is a no-op costing a few nanoseconds.
+//! With no exporter installed a call records nothing, but naming a series still copies
+//! its labels: the series recorded at every attempt are registered once per worker
+//! (`JobSeries`).
 //!
 //! Names follow Prometheus conventions: `revenant_` prefix, base units in the name
 //! (`_seconds`), `_total` on counters. `docs/metrics.md` is the reference; a test
 //! checks that it and `docs/prometheus/alerts.yml` name only metrics listed in
 //! [`METRICS`].
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use metrics::{Counter, Histogram};
 use revenant_core::dependency::{BreakerState, DependencyState, WaitReason};
 use revenant_core::store::QueueStats;
 
@@ -263,6 +269,15 @@ impl AttemptOutcome {
 
 /// One attempt ended. `class` is the failure class, or `none`.
 pub(crate) fn attempt(queue: &str, kind: &str, outcome: AttemptOutcome, class: &'static str) {
+    attempt_counter(queue, kind, outcome, class).increment(1);
+}
+
+fn attempt_counter(
+    queue: &str,
+    kind: &str,
+    outcome: AttemptOutcome,
+    class: &'static str,
+) -> Counter {
     metrics::counter!(
         JOB_ATTEMPTS,
         "queue" => queue.to_string(),
@@ -270,7 +285,6 @@ pub(crate) fn attempt(queue: &str, kind: &str, outcome: AttemptOutcome, class: &
         "outcome" => outcome.as_str(),
         "class" => class,
     )
-    .increment(1);
 }
 
 /// One job was dead-lettered.
@@ -284,15 +298,105 @@ pub(crate) fn dead_letter(queue: &str, kind: &str, reason: &str) {
     .increment(1);
 }
 
-/// A handler ran this long.
-pub(crate) fn run_time(queue: &str, kind: &str, seconds: f64) {
-    metrics::histogram!(JOB_RUN_SECONDS, "queue" => queue.to_string(), "kind" => kind.to_string())
-        .record(seconds);
+/// The series a worker records at every attempt of one queue and kind
+/// ([`JOB_WAIT_SECONDS`], [`JOB_RUN_SECONDS`], [`JOB_ATTEMPTS`] by outcome and class),
+/// registered with the recorder once instead of at every attempt. Registering a series
+/// copies its labels and has the recorder look it up: for the three of them about 2,600
+/// instructions an attempt with no recorder installed, 7% of the worker's own
+/// instructions per job in a drain of no-op jobs on PostgreSQL (callgrind), and more
+/// with an exporter. A series
+/// counts in the recorder that was current when it was registered (at the first
+/// attempt of its queue and kind): install the recorder before the worker starts, as
+/// `revenant work --metrics-addr` does.
+pub(crate) struct JobSeries {
+    queue: String,
+    kind: String,
+    wait: Histogram,
+    run: Histogram,
+    /// The attempt counters registered so far, by (outcome, class): a handful.
+    attempts: Mutex<Vec<(AttemptOutcome, &'static str, Counter)>>,
 }
 
-/// A job waited this long from its `run_at` to its claim (both on the store's clock).
-pub(crate) fn wait_time(queue: &str, seconds: f64) {
-    metrics::histogram!(JOB_WAIT_SECONDS, "queue" => queue.to_string()).record(seconds.max(0.0));
+impl JobSeries {
+    fn register(queue: &str, kind: &str) -> JobSeries {
+        JobSeries {
+            queue: queue.to_string(),
+            kind: kind.to_string(),
+            wait: metrics::histogram!(JOB_WAIT_SECONDS, "queue" => queue.to_string()),
+            run: metrics::histogram!(JOB_RUN_SECONDS, "queue" => queue.to_string(), "kind" => kind.to_string()),
+            attempts: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The job waited this long from its `run_at` to its claim (both on the store's
+    /// clock; never below zero).
+    pub(crate) fn wait_time(&self, seconds: f64) {
+        self.wait.record(seconds.max(0.0));
+    }
+
+    /// The handler ran this long.
+    pub(crate) fn run_time(&self, seconds: f64) {
+        self.run.record(seconds);
+    }
+
+    /// One attempt ended. `class` is the failure class, or `none`.
+    pub(crate) fn attempt(&self, outcome: AttemptOutcome, class: &'static str) {
+        let mut attempts = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
+        match attempts
+            .iter()
+            .find(|(o, c, _)| *o == outcome && *c == class)
+        {
+            Some((_, _, counter)) => counter.increment(1),
+            None => {
+                let counter = attempt_counter(&self.queue, &self.kind, outcome, class);
+                counter.increment(1);
+                attempts.push((outcome, class, counter));
+            }
+        }
+    }
+}
+
+/// A worker's [`JobSeries`], by queue and kind. Bounded: kinds come from whoever
+/// enqueues, so past [`SeriesCache::LIMIT`] pairs a series is registered for the attempt
+/// and not kept (each such attempt costs what every attempt did before the cache).
+#[derive(Default)]
+pub(crate) struct SeriesCache(RwLock<Kept>);
+
+#[derive(Default)]
+struct Kept {
+    by_queue: HashMap<String, HashMap<String, Arc<JobSeries>>>,
+    pairs: usize,
+}
+
+impl SeriesCache {
+    /// The most (queue, kind) pairs kept.
+    pub(crate) const LIMIT: usize = 1024;
+
+    /// The series of `queue` and `kind`, registered now if this worker has not yet.
+    pub(crate) fn of(&self, queue: &str, kind: &str) -> Arc<JobSeries> {
+        let found = |kept: &Kept| {
+            kept.by_queue
+                .get(queue)
+                .and_then(|kinds| kinds.get(kind))
+                .cloned()
+        };
+        if let Some(series) = found(&self.0.read().unwrap_or_else(PoisonError::into_inner)) {
+            return series;
+        }
+        let mut kept = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(series) = found(&kept) {
+            return series;
+        }
+        let series = Arc::new(JobSeries::register(queue, kind));
+        if kept.pairs < Self::LIMIT {
+            kept.pairs += 1;
+            kept.by_queue
+                .entry(queue.to_string())
+                .or_default()
+                .insert(kind.to_string(), series.clone());
+        }
+        series
+    }
 }
 
 /// Sets the per-queue gauges from one stats sample, taken with the default 60 s
@@ -402,5 +506,105 @@ pub(crate) fn breaker_gauges(d: &DependencyState) {
                 set(DEPENDENCY_IN_FLIGHT_LIMIT, f64::from(limit));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metrics_exporter_prometheus::PrometheusBuilder;
+
+    /// The line of `name{labels}` in a rendering, without its value.
+    fn value(text: &str, series: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+    }
+
+    #[test]
+    fn a_series_is_registered_once_and_counts_what_the_calls_it_replaced_counted() {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            let cache = SeriesCache::default();
+            let series = cache.of("emails", "send");
+            assert!(Arc::ptr_eq(&series, &cache.of("emails", "send")));
+            assert!(!Arc::ptr_eq(&series, &cache.of("emails", "bounce")));
+            assert!(!Arc::ptr_eq(&series, &cache.of("sms", "send")));
+            series.wait_time(-1.0);
+            series.wait_time(2.0);
+            series.run_time(0.25);
+            series.attempt(AttemptOutcome::Completed, "none");
+            cache
+                .of("emails", "send")
+                .attempt(AttemptOutcome::Completed, "none");
+            series.attempt(AttemptOutcome::Retried, "transient");
+            // Beside an uncached count of the same series: one series, both counted.
+            attempt("emails", "send", AttemptOutcome::Retried, "transient");
+        });
+        let text = handle.render();
+        let attempts = |outcome: &str, class: &str| {
+            value(
+                &text,
+                &format!("{JOB_ATTEMPTS}{{queue=\"emails\",kind=\"send\",outcome=\"{outcome}\",class=\"{class}\"}}"),
+            )
+        };
+        assert_eq!(attempts("completed", "none"), Some(2.0), "{text}");
+        assert_eq!(attempts("retried", "transient"), Some(2.0), "{text}");
+        assert_eq!(
+            value(
+                &text,
+                &format!("{JOB_WAIT_SECONDS}_count{{queue=\"emails\"}}")
+            ),
+            Some(2.0),
+            "{text}"
+        );
+        // A negative wait (clocks apart) is recorded as none.
+        assert_eq!(
+            value(
+                &text,
+                &format!("{JOB_WAIT_SECONDS}_sum{{queue=\"emails\"}}")
+            ),
+            Some(2.0),
+            "{text}"
+        );
+        assert_eq!(
+            value(
+                &text,
+                &format!("{JOB_RUN_SECONDS}_sum{{queue=\"emails\",kind=\"send\"}}")
+            ),
+            Some(0.25),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn past_its_limit_the_cache_keeps_no_more_series_and_still_counts_them() {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            let cache = SeriesCache::default();
+            for i in 0..SeriesCache::LIMIT {
+                cache.of("q", &format!("kind-{i}"));
+            }
+            let kept = cache.of("q", "kind-0");
+            assert!(Arc::ptr_eq(&kept, &cache.of("q", "kind-0")));
+            // A producer's new kinds past the limit: registered for the attempt only.
+            let past = cache.of("q", "one-too-many");
+            assert!(!Arc::ptr_eq(&past, &cache.of("q", "one-too-many")));
+            assert_eq!(cache.0.read().unwrap().pairs, SeriesCache::LIMIT);
+            past.attempt(AttemptOutcome::Dead, "permanent");
+            cache
+                .of("q", "one-too-many")
+                .attempt(AttemptOutcome::Dead, "permanent");
+        });
+        let text = handle.render();
+        assert_eq!(
+            value(
+                &text,
+                &format!("{JOB_ATTEMPTS}{{queue=\"q\",kind=\"one-too-many\",outcome=\"dead\",class=\"permanent\"}}")
+            ),
+            Some(2.0),
+            "{text}"
+        );
     }
 }

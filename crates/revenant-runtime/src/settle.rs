@@ -31,7 +31,7 @@ use revenant_core::store::{
 };
 use revenant_core::{Store, StoreError};
 
-use crate::metrics::{self, AttemptOutcome};
+use crate::metrics::{self, AttemptOutcome, JobSeries};
 
 /// The store write an attempt's outcome needs.
 #[derive(Debug, Clone)]
@@ -263,12 +263,22 @@ impl Settlement {
     /// `correlation_id` and `worker`; a dead letter also counts in
     /// `revenant_dead_letters_total`.
     pub fn record<'a>(&self, job: impl Into<AttemptOf<'a>>, settled: &Settled) {
-        let job = job.into();
+        self.record_in(job.into(), settled, None);
+    }
+
+    /// [`Settlement::record`], counting the attempt in `series` when given (a worker's
+    /// series of the job's queue and kind, registered once: [`JobSeries`]).
+    pub(crate) fn record_in(
+        &self,
+        job: AttemptOf<'_>,
+        settled: &Settled,
+        series: Option<&JobSeries>,
+    ) {
         match settled {
             Settled::Applied => {}
-            Settled::LeaseLost => return lease_lost(job, &self.worker, op(&self.write)),
+            Settled::LeaseLost => return lease_lost(job, &self.worker, op(&self.write), series),
             Settled::Unwritten(error) => {
-                return unwritten(job, &self.worker, op(&self.write), error)
+                return unwritten(job, &self.worker, op(&self.write), error, series)
             }
             Settled::NotCancelled(result) => {
                 return tracing::warn!(job_id = job.id, queue = %job.queue, kind = %job.kind, result = ?result, "handler's cancel was not applied");
@@ -276,11 +286,11 @@ impl Settlement {
         }
         match &self.transition {
             Transition::Complete => {
-                count(job, AttemptOutcome::Completed, "none");
+                count(job, AttemptOutcome::Completed, "none", series);
                 tracing::debug!(job_id = job.id, queue = %job.queue, kind = %job.kind, attempt = job.attempts, worker = %self.worker, "job completed");
             }
             Transition::Retry { delay, failure } => {
-                count(job, AttemptOutcome::Retried, failure.class.as_str());
+                count(job, AttemptOutcome::Retried, failure.class.as_str(), series);
                 tracing::warn!(
                     job_id = job.id,
                     queue = %job.queue,
@@ -296,15 +306,15 @@ impl Settlement {
                 );
             }
             Transition::Dead { reason, failure } => {
-                count(job, AttemptOutcome::Dead, failure.class.as_str());
+                count(job, AttemptOutcome::Dead, failure.class.as_str(), series);
                 dead_letter(job, &self.worker, *reason, failure.class, &failure.message)
             }
             Transition::Snooze { delay } => {
-                count(job, AttemptOutcome::Snoozed, "none");
+                count(job, AttemptOutcome::Snoozed, "none", series);
                 tracing::info!(job_id = job.id, queue = %job.queue, kind = %job.kind, snooze_ms = delay.as_millis() as u64, worker = %self.worker, "job snoozed; attempt given back");
             }
             Transition::Cancel { message } => {
-                count(job, AttemptOutcome::Cancelled, "none");
+                count(job, AttemptOutcome::Cancelled, "none", series);
                 tracing::info!(job_id = job.id, queue = %job.queue, kind = %job.kind, reason = %message, worker = %self.worker, "job cancelled by its handler");
             }
         }
@@ -356,13 +366,21 @@ pub fn dead_letter<'a>(
     );
 }
 
-/// Counts one attempt by how it ended.
-pub(crate) fn count(job: AttemptOf<'_>, outcome: AttemptOutcome, class: &'static str) {
-    metrics::attempt(job.queue, job.kind, outcome, class);
+/// Counts one attempt by how it ended, in `series` when given.
+pub(crate) fn count(
+    job: AttemptOf<'_>,
+    outcome: AttemptOutcome,
+    class: &'static str,
+    series: Option<&JobSeries>,
+) {
+    match series {
+        Some(series) => series.attempt(outcome, class),
+        None => metrics::attempt(job.queue, job.kind, outcome, class),
+    }
 }
 
-fn lease_lost(job: AttemptOf<'_>, worker: &str, op: &'static str) {
-    count(job, AttemptOutcome::LeaseLost, "none");
+fn lease_lost(job: AttemptOf<'_>, worker: &str, op: &'static str, series: Option<&JobSeries>) {
+    count(job, AttemptOutcome::LeaseLost, "none", series);
     tracing::warn!(
         job_id = job.id,
         queue = %job.queue,
@@ -375,8 +393,14 @@ fn lease_lost(job: AttemptOf<'_>, worker: &str, op: &'static str) {
     );
 }
 
-fn unwritten(job: AttemptOf<'_>, worker: &str, op: &'static str, error: &str) {
-    count(job, AttemptOutcome::Unwritten, "none");
+fn unwritten(
+    job: AttemptOf<'_>,
+    worker: &str,
+    op: &'static str,
+    error: &str,
+    series: Option<&JobSeries>,
+) {
+    count(job, AttemptOutcome::Unwritten, "none", series);
     tracing::error!(
         job_id = job.id,
         queue = %job.queue,

@@ -139,6 +139,8 @@ pub(crate) struct Shared {
     /// Jobs whose retry this worker keeps, on their way back to their fetcher (see
     /// [`crate::executor`]): shutdown waits for each to be taken or released.
     pub(crate) kept: tokio_util::task::TaskTracker,
+    /// The per-attempt metrics of each queue and kind, registered once.
+    pub(crate) series: crate::metrics::SeriesCache,
 }
 
 /// Builds a [`Worker`]. Every setting has a default except the store, the queues and the
@@ -704,6 +706,7 @@ impl Worker {
             dependencies,
             due_soon: crate::due_soon::DueSoon::new(self.poll_interval),
             kept: tokio_util::task::TaskTracker::new(),
+            series: crate::metrics::SeriesCache::default(),
         });
         // The stored policies, read once before the first claim; the maintenance loop
         // reads them again every refresh interval. A store that cannot be read now
