@@ -304,10 +304,9 @@ pub(crate) fn dead_letter(queue: &str, kind: &str, reason: &str) {
 /// copies its labels and has the recorder look it up: for the three of them about 2,600
 /// instructions an attempt with no recorder installed, 7% of the worker's own
 /// instructions per job in a drain of no-op jobs on PostgreSQL (callgrind), and more
-/// with an exporter. A series
-/// counts in the recorder that was current when it was registered (at the first
-/// attempt of its queue and kind): install the recorder before the worker starts, as
-/// `revenant work --metrics-addr` does.
+/// with an exporter. A series counts in the recorder that was current when it was
+/// registered (at the first attempt of its queue and kind): install the recorder before
+/// the worker starts, as `revenant work --metrics-addr` does.
 pub(crate) struct JobSeries {
     queue: String,
     kind: String,
@@ -342,17 +341,18 @@ impl JobSeries {
     /// One attempt ended. `class` is the failure class, or `none`.
     pub(crate) fn attempt(&self, outcome: AttemptOutcome, class: &'static str) {
         let mut attempts = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
-        match attempts
+        let at = match attempts
             .iter()
-            .find(|(o, c, _)| *o == outcome && *c == class)
+            .position(|(o, c, _)| *o == outcome && *c == class)
         {
-            Some((_, _, counter)) => counter.increment(1),
+            Some(at) => at,
             None => {
                 let counter = attempt_counter(&self.queue, &self.kind, outcome, class);
-                counter.increment(1);
                 attempts.push((outcome, class, counter));
+                attempts.len() - 1
             }
-        }
+        };
+        attempts[at].2.increment(1);
     }
 }
 
@@ -360,13 +360,10 @@ impl JobSeries {
 /// enqueues, so past [`SeriesCache::LIMIT`] pairs a series is registered for the attempt
 /// and not kept (each such attempt costs what every attempt did before the cache).
 #[derive(Default)]
-pub(crate) struct SeriesCache(RwLock<Kept>);
+pub(crate) struct SeriesCache(RwLock<ByQueue>);
 
-#[derive(Default)]
-struct Kept {
-    by_queue: HashMap<String, HashMap<String, Arc<JobSeries>>>,
-    pairs: usize,
-}
+/// The kept series: kind by queue.
+type ByQueue = HashMap<String, HashMap<String, Arc<JobSeries>>>;
 
 impl SeriesCache {
     /// The most (queue, kind) pairs kept.
@@ -374,8 +371,8 @@ impl SeriesCache {
 
     /// The series of `queue` and `kind`, registered now if this worker has not yet.
     pub(crate) fn of(&self, queue: &str, kind: &str) -> Arc<JobSeries> {
-        let found = |kept: &Kept| {
-            kept.by_queue
+        let found = |by_queue: &ByQueue| {
+            by_queue
                 .get(queue)
                 .and_then(|kinds| kinds.get(kind))
                 .cloned()
@@ -383,19 +380,23 @@ impl SeriesCache {
         if let Some(series) = found(&self.0.read().unwrap_or_else(PoisonError::into_inner)) {
             return series;
         }
-        let mut kept = self.0.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some(series) = found(&kept) {
+        let mut by_queue = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(series) = found(&by_queue) {
             return series;
         }
         let series = Arc::new(JobSeries::register(queue, kind));
-        if kept.pairs < Self::LIMIT {
-            kept.pairs += 1;
-            kept.by_queue
+        if Self::pairs(&by_queue) < Self::LIMIT {
+            by_queue
                 .entry(queue.to_string())
                 .or_default()
                 .insert(kind.to_string(), series.clone());
         }
         series
+    }
+
+    /// How many (queue, kind) pairs are kept: counted on registration only.
+    fn pairs(by_queue: &ByQueue) -> usize {
+        by_queue.values().map(HashMap::len).sum()
     }
 }
 
@@ -514,7 +515,7 @@ mod tests {
     use super::*;
     use metrics_exporter_prometheus::PrometheusBuilder;
 
-    /// The line of `name{labels}` in a rendering, without its value.
+    /// The value of the series `name{labels}` in a rendering.
     fn value(text: &str, series: &str) -> Option<f64> {
         text.lines()
             .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
@@ -591,7 +592,10 @@ mod tests {
             // A producer's new kinds past the limit: registered for the attempt only.
             let past = cache.of("q", "one-too-many");
             assert!(!Arc::ptr_eq(&past, &cache.of("q", "one-too-many")));
-            assert_eq!(cache.0.read().unwrap().pairs, SeriesCache::LIMIT);
+            assert_eq!(
+                SeriesCache::pairs(&cache.0.read().unwrap()),
+                SeriesCache::LIMIT
+            );
             past.attempt(AttemptOutcome::Dead, "permanent");
             cache
                 .of("q", "one-too-many")
