@@ -9,6 +9,18 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+/// Every Rust driver of a measured run allocates with jemalloc, revenant's included, so
+/// that the comparison is of queues, not of allocators (`bench/README.md`, "The
+/// allocator"). Reported in the drains' settings.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// The settings a drain reports beside its figures: the allocator (the queue's own
+/// settings are its defaults; `bench/README.md` says which).
+pub fn settings() -> serde_json::Value {
+    serde_json::json!({ "allocator": "jemalloc" })
+}
+
 /// The task, as the harness passes it (one JSON argument).
 #[derive(Debug, Clone, Deserialize)]
 pub struct Task {

@@ -1,7 +1,6 @@
 //! Kind → handler, type-erased: each entry decodes the JSON payload into its handler's
 //! own type and turns the handler's result into an [`Outcome`].
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -98,7 +97,9 @@ where
 /// The handlers a worker runs, by kind.
 #[derive(Clone, Default)]
 pub(crate) struct Registry {
-    handlers: HashMap<String, Arc<dyn ErasedHandler>>,
+    /// foldhash, not SipHash: looked up at every attempt, and fixed before the worker
+    /// starts (a producer's kind is only looked up, never added).
+    handlers: foldhash::HashMap<String, Arc<dyn ErasedHandler>>,
 }
 
 impl Registry {

@@ -219,6 +219,7 @@ async fn drain(task: &Task, failures: bool) -> Result<serde_json::Value, Error> 
         "completed": done, "dead": dead, "seconds": seconds,
         "per_sec": done as f64 / seconds, "started_at": started_at, "ended_at": ended_at,
         "partial": done + dead < task.jobs,
+        "settings": common::settings(),
     });
     if failures {
         let dead_is: Vec<i64> = sqlx::query_scalar(

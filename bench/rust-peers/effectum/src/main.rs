@@ -178,6 +178,7 @@ async fn drain(task: &Task, failures: bool) -> Result<serde_json::Value, Error> 
         "per_sec": succeeded as f64 / seconds, "started_at": started_at, "ended_at": ended_at,
         "partial": succeeded + failed < task.jobs,
         "attempts": ctx.handled.load(Ordering::Relaxed),
+        "settings": common::settings(),
     });
     if failures {
         let mut stmt = db.prepare("SELECT payload FROM jobs WHERE status = 'failed'")?;

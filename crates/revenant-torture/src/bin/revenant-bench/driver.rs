@@ -140,6 +140,7 @@ pub fn settings(args: &Args) -> serde_json::Value {
         "claim_cooldown_ms": ms(args.claim_cooldown_ms),
         "poll_interval_ms": ms(args.poll_interval_ms),
         "job_ms": args.job_ms,
+        "allocator": crate::ALLOCATOR_NAME,
     });
     if is_postgres(args) {
         settings["vacuum_interval_ms"] = match args.vacuum_interval_ms {

@@ -41,6 +41,22 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+/// The allocator of a measured run: jemalloc, as `bench/run` builds this driver for one
+/// (the `jemalloc` feature). On PostgreSQL a quarter of a drain's CPU is the worker's,
+/// and the system allocator's calls were a fifth of the worker's instructions; every
+/// Rust driver of the harness, the peers' included, links jemalloc so that the
+/// comparison is of queues, not of allocators (bench/README.md, "The allocator").
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// The allocator this build runs on, as the figures' settings name it.
+pub const ALLOCATOR_NAME: &str = if cfg!(feature = "jemalloc") {
+    "jemalloc"
+} else {
+    "system"
+};
+
 /// What to run.
 #[derive(Debug, Clone, Parser)]
 #[command(

@@ -261,6 +261,7 @@ pub async fn drain(args: &Args, batched: bool) -> Result<serde_json::Value, Erro
                 "claim_per_statement": claim,
                 "complete_per_statement": claim,
                 "complete": args.complete.as_str(),
+                "allocator": crate::ALLOCATOR_NAME,
             },
         }),
         Io::now().since(io),
