@@ -6,8 +6,6 @@
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
-
-use foldhash::HashSetExt as _;
 use std::future::Future;
 use std::pin::Pin;
 use std::str::FromStr;
@@ -15,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use foldhash::HashSetExt as _;
 use revenant_core::dependency::{DependencyRecord, DependencyState, WaitReason, WaitingCounts};
 use revenant_core::store::{held_delay, millis};
 use revenant_core::store::{
