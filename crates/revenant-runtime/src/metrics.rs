@@ -516,6 +516,15 @@ mod tests {
     use super::*;
     use metrics_exporter_prometheus::PrometheusBuilder;
 
+    /// What `record` counted, rendered: it runs with a Prometheus recorder of its own as
+    /// the current one.
+    fn rendered(record: impl FnOnce()) -> String {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, record);
+        handle.render()
+    }
+
     /// The value of the series `name{labels}` in a rendering.
     fn value(text: &str, series: &str) -> Option<f64> {
         text.lines()
@@ -524,9 +533,7 @@ mod tests {
 
     #[test]
     fn a_series_is_registered_once_and_counts_what_the_calls_it_replaced_counted() {
-        let recorder = PrometheusBuilder::new().build_recorder();
-        let handle = recorder.handle();
-        metrics::with_local_recorder(&recorder, || {
+        let text = rendered(|| {
             let cache = SeriesCache::default();
             let series = cache.of("emails", "send");
             assert!(Arc::ptr_eq(&series, &cache.of("emails", "send")));
@@ -543,7 +550,6 @@ mod tests {
             // Beside an uncached count of the same series: one series, both counted.
             attempt("emails", "send", AttemptOutcome::Retried, "transient");
         });
-        let text = handle.render();
         let attempts = |outcome: &str, class: &str| {
             value(
                 &text,
@@ -581,9 +587,7 @@ mod tests {
 
     #[test]
     fn past_its_limit_the_cache_keeps_no_more_series_and_still_counts_them() {
-        let recorder = PrometheusBuilder::new().build_recorder();
-        let handle = recorder.handle();
-        metrics::with_local_recorder(&recorder, || {
+        let text = rendered(|| {
             let cache = SeriesCache::default();
             for i in 0..SeriesCache::LIMIT {
                 cache.of("q", &format!("kind-{i}"));
@@ -602,7 +606,6 @@ mod tests {
                 .of("q", "one-too-many")
                 .attempt(AttemptOutcome::Dead, "permanent");
         });
-        let text = handle.render();
         assert_eq!(
             value(
                 &text,
