@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use foldhash::HashSetExt as _;
+use futures::TryStreamExt as _;
 use revenant_core::dependency::{DependencyRecord, DependencyState, WaitReason, WaitingCounts};
 use revenant_core::store::{held_delay, millis};
 use revenant_core::store::{
@@ -40,7 +41,9 @@ use sqlx::{Acquire, Connection, PgConnection, PgPool, Postgres, Row};
 
 use crate::error::ResultExt;
 use crate::migrate;
-use crate::row::{claimed_from_row, decodable_job, job_from_row, listed, policy_from_row};
+use crate::row::{
+    claimed_from_rows, decodable_job, job_from_row, listed, policy_from_row, Columns,
+};
 use crate::sql::Queries;
 use crate::wake::Wakeups;
 use revenant_core::migration::MigrateMode;
@@ -53,6 +56,11 @@ type EnqueueResult = Result<(Vec<Enqueued>, Vec<String>), StoreError>;
 
 /// The most rows `job_list` returns, whatever the caller asks.
 const LIST_LIMIT_CAP: u32 = 10_000;
+
+/// The most rows a claim's vector is sized for before its rows come: a worker claims
+/// at most its slots and what it claims ahead (at most 1,000), so this covers a claim
+/// of a worker with a few dozen slots; a larger one grows past it.
+const CLAIM_ROWS_RESERVED: u32 = 1_100;
 
 /// The longest schema name accepted (the NOTIFY channel `<schema>.wakeup` must fit
 /// PostgreSQL's 63-byte identifiers).
@@ -207,8 +215,11 @@ impl PgStore {
         }
         // One statement, one round trip: the claim is a function (migration 0008) that
         // carries its plan settings, the generic plan and no JIT compilation, and runs
-        // in a transaction of its own.
-        sqlx::query(query)
+        // in a transaction of its own. Its rows are gathered into a vector sized for
+        // the claim (`fetch_all` grows one by doubling, a claim of 500 copied eight
+        // times), up to a bound against a limit far above what any claim finds.
+        let mut rows = Vec::with_capacity(params.limit.min(CLAIM_ROWS_RESERVED) as usize);
+        let mut stream = sqlx::query(query)
             .bind(params.now)
             .bind(&params.queue)
             .bind(i64::from(params.limit))
@@ -217,9 +228,11 @@ impl PgStore {
             .bind(history_limit())
             .bind(fingerprint::lease_expired())
             .bind(params.reclaim)
-            .fetch_all(&self.inner.pool)
-            .await
-            .classified()
+            .fetch(&self.inner.pool);
+        while let Some(row) = stream.try_next().await.classified()? {
+            rows.push(row);
+        }
+        Ok(rows)
     }
 
     /// Connects to a `postgres://` or `postgresql://` URL with the default options
@@ -456,16 +469,18 @@ impl PgStore {
                 .await
                 .classified()?;
             let mut taken: Vec<(usize, String)> = Vec::new();
+            // By position, in the statement's order (ord, id, inserted, due, queue).
+            let mut columns = Columns::new();
             for row in &rows {
-                let ord: i64 = row.try_get("ord").classified()?;
+                let ord: i64 = columns.get(row, 0)?;
                 let index = pending[usize::try_from(ord - 1).map_err(StoreError::backend)?];
-                if row.try_get::<bool, _>("inserted").classified()? {
+                if columns.get::<bool>(row, 2)? {
                     results[index] = Some(Enqueued {
-                        id: row.try_get("id").classified()?,
+                        id: columns.get(row, 1)?,
                         duplicate: false,
                     });
-                    if row.try_get::<bool, _>("due").classified()? {
-                        due_queues.push(row.try_get("queue").classified()?);
+                    if columns.get::<bool>(row, 3)? {
+                        due_queues.push(columns.get(row, 4)?);
                     }
                 } else if let Some(key) = &jobs[index].unique_key {
                     taken.push((index, key.clone()));
@@ -853,13 +868,11 @@ struct BatchRows {
 fn batch_rows(rows: &[PgRow], flagged: bool) -> Result<BatchRows, StoreError> {
     let mut applied = foldhash::HashSet::with_capacity(rows.len());
     let mut wake = Vec::new();
+    let mut columns = Columns::new();
     for row in rows {
-        applied.insert((
-            row.try_get::<i64, _>(0).classified()?,
-            row.try_get::<i64, _>(1).classified()?,
-        ));
-        if !flagged || row.try_get::<bool, _>(3).classified()? {
-            wake.push(row.try_get(2).classified()?);
+        applied.insert((columns.get::<i64>(row, 0)?, columns.get::<i64>(row, 1)?));
+        if !flagged || columns.get::<bool>(row, 3)? {
+            wake.push(columns.get(row, 2)?);
         }
     }
     Ok(BatchRows { applied, wake })
@@ -973,10 +986,7 @@ impl Store for PgStore {
         let rows = self
             .claim(&self.inner.queries.job_claim_run, params)
             .await?;
-        let mut jobs = rows
-            .iter()
-            .map(|row| claimed_from_row(row, &queue))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut jobs = claimed_from_rows(&rows, &queue)?;
         jobs.sort_by_key(|job| (Reverse(job.priority), job.run_at, job.id));
         Ok(jobs)
     }

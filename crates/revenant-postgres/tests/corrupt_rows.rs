@@ -6,8 +6,10 @@
 mod support;
 
 use chrono::DateTime;
+use std::time::Duration;
+
 use revenant_core::store::{
-    JobEnqueueParams, JobGetParams, JobListParams, PolicyScope, PolicySetParams,
+    JobClaimParams, JobEnqueueParams, JobGetParams, JobListParams, PolicyScope, PolicySetParams,
 };
 use revenant_core::{NewJob, RetryPolicy, Store, StoreError, Timestamp};
 use support::TestDb;
@@ -91,5 +93,49 @@ async fn policy_list_skips_a_stored_policy_that_no_longer_decodes() {
         .map(|record| record.scope)
         .collect();
     assert_eq!(scopes, vec![PolicyScope::Default]);
+    db.drop_schema().await;
+}
+
+/// A claim reads its columns' types once for the whole result, not once a row (see
+/// `Columns` in src/row.rs): a column whose declared type is not the one this version
+/// reads is refused by name, whatever its values, NULLs included.
+#[tokio::test]
+async fn a_claim_refuses_a_column_of_another_type_by_name() {
+    let Some(db) = TestDb::new().await else {
+        return;
+    };
+    let claim = JobClaimParams {
+        queue: "q".into(),
+        worker: "w".into(),
+        limit: 3,
+        lease: Duration::from_secs(60),
+        reclaim: true,
+        now: Some(t0()),
+    };
+    let enqueue = |n| JobEnqueueParams {
+        jobs: (0..n)
+            .map(|_| NewJob::new("q", "k", serde_json::json!({})))
+            .collect(),
+        default_max_attempts: 3,
+        now: Some(t0()),
+    };
+    // Every job's correlation id is NULL, and the column now declares a number. (Altered
+    // before any claim: a session that has run the claim keeps its plan, made for the
+    // table as it was, and the server refuses to run it.)
+    db.store.job_enqueue(enqueue(3)).await.unwrap();
+    sqlx::query(&format!(
+        "ALTER TABLE \"{}\".jobs ALTER COLUMN correlation_id TYPE int8 USING NULL",
+        db.schema
+    ))
+    .execute(db.store.pool())
+    .await
+    .unwrap();
+    match db.store.job_claim_run(claim).await {
+        Err(StoreError::Corrupt(message)) => {
+            assert!(message.contains("correlation_id"), "{message}");
+            assert!(message.contains("INT8"), "{message}");
+        }
+        other => panic!("expected a corrupt-column error, got {other:?}"),
+    }
     db.drop_schema().await;
 }
