@@ -1,7 +1,9 @@
 -- job_release: the statement is the function `job_release_v1` (migration 0014 holds it,
--- says what each parameter is, and why a function). Returns (id, lease_token, queue)
--- for each job that still held its lease.
-SELECT id, lease_token, queue
+-- says what each parameter is, and why a function). Returns one row of three arrays,
+-- as job_complete.sql does: the ids and the lease tokens of the jobs that still held
+-- their lease, and their queues (every released job is ready again).
+SELECT coalesce(array_agg(r.id), '{}'), coalesce(array_agg(r.lease_token), '{}'),
+       coalesce(array_agg(r.queue), '{}')
 FROM {schema}.job_release_v1(
     $1::timestamptz, $2::int8[], $3::int8[]
-)
+) r

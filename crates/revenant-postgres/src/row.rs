@@ -85,7 +85,7 @@ fn claimed_from_row(
 /// against the Rust type it is read as once for the whole result, not for every row as
 /// `Row::try_get` does: every row of a result has the same columns (one row
 /// description). The check per value was a fifth of the instructions of decoding a
-/// claim of no-op jobs (callgrind), for a claim or a batch write of hundreds of rows.
+/// claim of no-op jobs (callgrind), for a claim or an enqueue of hundreds of rows.
 ///
 /// The check is of the column's declared type, so it holds for a NULL in the first
 /// row as well. A mismatch is [`StoreError::Corrupt`] naming the column, as from

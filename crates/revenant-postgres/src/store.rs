@@ -861,21 +861,22 @@ struct BatchRows {
     wake: Vec<String>,
 }
 
-/// Reads the rows of a batch write by position, in one pass: the (id, lease token)
-/// pairs it applied (columns 0 and 1), and the queue (column 2) of every row whose flag
-/// (column 3, when `flagged`) is set. A column looked up by name hashes the name for
-/// every row of a batch of hundreds.
-fn batch_rows(rows: &[PgRow], flagged: bool) -> Result<BatchRows, StoreError> {
-    let mut applied = foldhash::HashSet::with_capacity(rows.len());
-    let mut wake = Vec::new();
-    let mut columns = Columns::new();
-    for row in rows {
-        applied.insert((columns.get::<i64>(row, 0)?, columns.get::<i64>(row, 1)?));
-        if !flagged || columns.get::<bool>(row, 3)? {
-            wake.push(columns.get(row, 2)?);
-        }
+/// Reads the one row of a batch write (`queries/job_complete.sql` and the others): the
+/// (id, lease token) pairs it applied, and the queues to wake.
+fn batch_rows(row: &PgRow) -> Result<BatchRows, StoreError> {
+    let ids: Vec<i64> = row.try_get(0).classified()?;
+    let tokens: Vec<i64> = row.try_get(1).classified()?;
+    if ids.len() != tokens.len() {
+        return Err(StoreError::Corrupt(format!(
+            "a batch write returned {} ids and {} lease tokens",
+            ids.len(),
+            tokens.len()
+        )));
     }
-    Ok(BatchRows { applied, wake })
+    Ok(BatchRows {
+        applied: ids.into_iter().zip(tokens).collect(),
+        wake: row.try_get(2).classified()?,
+    })
 }
 
 /// Runs `vacuum` with the session's notices off (and back on after).
@@ -1010,15 +1011,15 @@ impl Store for PgStore {
             return Ok(Vec::new());
         }
         let (ids, tokens, first) = lease_arrays(&params.leases);
-        let rows = sqlx::query(&self.inner.queries.job_complete)
+        let row = sqlx::query(&self.inner.queries.job_complete)
             .bind(params.now)
             .bind(&ids)
             .bind(&tokens)
-            .fetch_all(&self.inner.pool)
+            .fetch_one(&self.inner.pool)
             .await
             .classified()?;
-        // A finished grouped job lets the next of its group run (`grouped`).
-        let BatchRows { applied, wake } = batch_rows(&rows, true)?;
+        // A finished grouped job lets the next of its group run.
+        let BatchRows { applied, wake } = batch_rows(&row)?;
         self.announce(wake);
         Ok(fenced_results(&params.leases, &first, &applied))
     }
@@ -1066,7 +1067,7 @@ impl Store for PgStore {
             }
             keeps.push(matches!(failure.action, FailAction::Keep { .. }));
         }
-        let rows = sqlx::query(&self.inner.queries.job_fail)
+        let row = sqlx::query(&self.inner.queries.job_fail)
             .bind(params.now)
             .bind(&ids)
             .bind(&tokens)
@@ -1078,10 +1079,10 @@ impl Store for PgStore {
             .bind(history_limit())
             .bind(&prints)
             .bind(&keeps)
-            .fetch_all(&self.inner.pool)
+            .fetch_one(&self.inner.pool)
             .await
             .classified()?;
-        let BatchRows { applied, wake } = batch_rows(&rows, true)?;
+        let BatchRows { applied, wake } = batch_rows(&row)?;
         self.announce(wake);
         Ok(fenced_results(&leases, &first, &applied))
     }
@@ -1110,15 +1111,15 @@ impl Store for PgStore {
             return Ok(Vec::new());
         }
         let (ids, tokens, first) = lease_arrays(&params.leases);
-        let rows = sqlx::query(&self.inner.queries.job_release)
+        let row = sqlx::query(&self.inner.queries.job_release)
             .bind(params.now)
             .bind(&ids)
             .bind(&tokens)
-            .fetch_all(&self.inner.pool)
+            .fetch_one(&self.inner.pool)
             .await
             .classified()?;
         // Every released job is ready again.
-        let BatchRows { applied, wake } = batch_rows(&rows, false)?;
+        let BatchRows { applied, wake } = batch_rows(&row)?;
         self.announce(wake);
         Ok(fenced_results(&params.leases, &first, &applied))
     }

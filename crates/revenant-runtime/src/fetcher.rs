@@ -638,9 +638,11 @@ async fn start(
                     if let (Some(kept), Some(back)) = (run.await, back) {
                         if let Err(unsent) = back.send(kept) {
                             // The fetcher has stopped: the job goes back unstarted.
+                            // Boxed: the task holds what its future may hold at once,
+                            // and a release's future is the larger part of it.
                             let Kept { job, waiting, .. } = unsent.0;
                             let why = "released a kept job as shutdown began";
-                            release(&shared, vec![job], why).await;
+                            Box::pin(release(&shared, vec![job], why)).await;
                             drop(waiting);
                         }
                     }
