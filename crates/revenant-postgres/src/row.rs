@@ -11,7 +11,7 @@ use revenant_core::{
     ClaimedJob, DeadReason, ErrorEntry, Job, JobState, LeaseToken, RetryPolicy, StoreError,
     Timestamp,
 };
-use sqlx::postgres::{PgRow, PgTypeInfo, PgValueFormat, PgValueRef, Postgres};
+use sqlx::postgres::{PgHasArrayType, PgRow, PgTypeInfo, PgValueFormat, PgValueRef, Postgres};
 use sqlx::{Column as _, Row, TypeInfo as _};
 
 use crate::error::ResultExt;
@@ -26,66 +26,116 @@ pub(crate) fn job_from_row(row: &PgRow) -> Result<Job, StoreError> {
     })
 }
 
-/// Reads the claimed jobs of `queue` selected with `{claimed_columns}` (see
-/// [`crate::sql`]), in the rows' order. A value this version cannot read is
-/// [`StoreError::Corrupt`] naming the job and the column.
-pub(crate) fn claimed_from_rows(
-    rows: &[PgRow],
-    queue: &str,
-) -> Result<Vec<ClaimedJob>, StoreError> {
-    let mut columns = Columns::new();
-    // Sized up front: collected through a `Result`, the vector would grow by doubling,
-    // copying the jobs decoded so far each time.
-    let mut jobs = Vec::with_capacity(rows.len());
-    for row in rows {
-        jobs.push(claimed_from_row(&mut columns, row, queue)?);
+/// Reads the claimed jobs of `queue` from the one row of `queries/job_claim_run.sql`
+/// (an array a column), in the claim's order. A value this version cannot read, or an
+/// array shorter or longer than the ids, is [`StoreError::Corrupt`], naming the job
+/// and the column where there is one.
+pub(crate) fn claimed_from_arrays(row: &PgRow, queue: &str) -> Result<Vec<ClaimedJob>, StoreError> {
+    let ids: Vec<i64> = array(row, 0)?;
+    let mut kinds = array::<String>(row, 1)?.into_iter();
+    let mut payloads = array::<serde_json::Value>(row, 2)?.into_iter();
+    let mut priorities = array::<i32>(row, 3)?.into_iter();
+    let mut attempts = array::<i32>(row, 4)?.into_iter();
+    let mut max_attempts = array::<i32>(row, 5)?.into_iter();
+    let mut run_ats = array::<PgTimestamp>(row, 6)?.into_iter();
+    let mut attempted_ats = array::<Option<PgTimestamp>>(row, 7)?.into_iter();
+    let mut tokens = array::<Option<i64>>(row, 8)?.into_iter();
+    let mut expiries = array::<Option<PgTimestamp>>(row, 9)?.into_iter();
+    let mut correlation_ids = array::<Option<String>>(row, 10)?.into_iter();
+    let mut dependencies = array::<Option<String>>(row, 11)?.into_iter();
+    let mut traceparents = array::<Option<String>>(row, 12)?.into_iter();
+    let mut tracestates = array::<Option<String>>(row, 13)?.into_iter();
+    let mut reclaimed = array::<bool>(row, 14)?.into_iter();
+    let lengths = [
+        kinds.len(),
+        payloads.len(),
+        priorities.len(),
+        attempts.len(),
+        max_attempts.len(),
+        run_ats.len(),
+        attempted_ats.len(),
+        tokens.len(),
+        expiries.len(),
+        correlation_ids.len(),
+        dependencies.len(),
+        traceparents.len(),
+        tracestates.len(),
+        reclaimed.len(),
+    ];
+    if let Some((index, len)) = lengths
+        .iter()
+        .enumerate()
+        .find(|(_, &len)| len != ids.len())
+    {
+        return Err(StoreError::Corrupt(format!(
+            "a claim returned {} ids and {len} values of column {}",
+            ids.len(),
+            index + 1
+        )));
+    }
+    let mut jobs = Vec::with_capacity(ids.len());
+    for id in ids {
+        // Every array is as long as the ids (checked above): `next` is never None.
+        let corrupt =
+            |column: &str| StoreError::Corrupt(format!("job {id}: claimed with no {column}"));
+        let missing = || StoreError::Corrupt(format!("job {id}: a claim's arrays fell short"));
+        jobs.push(ClaimedJob {
+            id,
+            queue: queue.to_string(),
+            kind: kinds.next().ok_or_else(missing)?,
+            payload: payloads.next().ok_or_else(missing)?,
+            priority: priorities.next().ok_or_else(missing)?,
+            attempts: attempts.next().ok_or_else(missing)?,
+            max_attempts: max_attempts.next().ok_or_else(missing)?,
+            run_at: run_ats.next().ok_or_else(missing)?.0,
+            attempted_at: attempted_ats
+                .next()
+                .ok_or_else(missing)?
+                .ok_or_else(|| corrupt("attempted_at"))?
+                .0,
+            lease_token: tokens
+                .next()
+                .ok_or_else(missing)?
+                .map(LeaseToken)
+                .ok_or_else(|| corrupt("lease_token"))?,
+            lease_expires_at: expiries
+                .next()
+                .ok_or_else(missing)?
+                .ok_or_else(|| corrupt("lease_expires_at"))?
+                .0,
+            correlation_id: correlation_ids.next().ok_or_else(missing)?,
+            dependency: dependencies.next().ok_or_else(missing)?,
+            trace_context: revenant_core::trace::TraceContext::from_stored(
+                traceparents.next().ok_or_else(missing)?,
+                tracestates.next().ok_or_else(missing)?,
+            ),
+            reclaimed: reclaimed.next().ok_or_else(missing)?,
+        });
     }
     Ok(jobs)
 }
 
-fn claimed_from_row(
-    columns: &mut Columns,
-    row: &PgRow,
-    queue: &str,
-) -> Result<ClaimedJob, StoreError> {
-    let id: i64 = columns.get(row, 0)?;
-    let corrupt = |column: &str| StoreError::Corrupt(format!("job {id}: claimed with no {column}"));
-    Ok(ClaimedJob {
-        id,
-        queue: queue.to_string(),
-        kind: columns.get(row, 1)?,
-        payload: columns.get(row, 2)?,
-        priority: columns.get(row, 3)?,
-        attempts: columns.get(row, 4)?,
-        max_attempts: columns.get(row, 5)?,
-        run_at: columns.get::<PgTimestamp>(row, 6)?.0,
-        attempted_at: columns
-            .get::<Option<PgTimestamp>>(row, 7)?
-            .ok_or_else(|| corrupt("attempted_at"))?
-            .0,
-        lease_token: columns
-            .get::<Option<i64>>(row, 8)?
-            .map(LeaseToken)
-            .ok_or_else(|| corrupt("lease_token"))?,
-        lease_expires_at: columns
-            .get::<Option<PgTimestamp>>(row, 9)?
-            .ok_or_else(|| corrupt("lease_expires_at"))?
-            .0,
-        correlation_id: columns.get(row, 10)?,
-        dependency: columns.get(row, 11)?,
-        trace_context: revenant_core::trace::TraceContext::from_stored(
-            columns.get(row, 12)?,
-            columns.get(row, 13)?,
-        ),
-        reclaimed: columns.get(row, 14)?,
-    })
+/// Column `index` of `row`, an array (NULL, as `array_agg` of no rows gives, is empty).
+/// A value this version cannot read is [`StoreError::Corrupt`] naming the column.
+fn array<'r, T>(row: &'r PgRow, index: usize) -> Result<Vec<T>, StoreError>
+where
+    Vec<T>: sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>,
+{
+    match row.try_get::<Option<Vec<T>>, _>(index).classified() {
+        Ok(values) => Ok(values.unwrap_or_default()),
+        Err(StoreError::Corrupt(message)) => {
+            let column = row.try_column(index).map(|c| c.name()).unwrap_or("?");
+            Err(StoreError::Corrupt(format!("claimed {column}: {message}")))
+        }
+        Err(other) => Err(other),
+    }
 }
 
 /// Reads the columns of one statement's rows by position, checking each column's type
 /// against the Rust type it is read as once for the whole result, not for every row as
 /// `Row::try_get` does: every row of a result has the same columns (one row
-/// description). The check per value was a fifth of the instructions of decoding a
-/// claim of no-op jobs (callgrind), for a claim or an enqueue of hundreds of rows.
+/// description). For an enqueue's rows, one a job; when a claim came back as a row a
+/// job, the check per value was a fifth of the instructions of reading it (callgrind).
 ///
 /// The check is of the column's declared type, so it holds for a NULL in the first
 /// row as well. A mismatch is [`StoreError::Corrupt`] naming the column, as from
@@ -152,6 +202,16 @@ impl sqlx::Type<Postgres> for PgTimestamp {
 
     fn compatible(ty: &PgTypeInfo) -> bool {
         <Timestamp as sqlx::Type<Postgres>>::compatible(ty)
+    }
+}
+
+impl PgHasArrayType for PgTimestamp {
+    fn array_type_info() -> PgTypeInfo {
+        <Timestamp as PgHasArrayType>::array_type_info()
+    }
+
+    fn array_compatible(ty: &PgTypeInfo) -> bool {
+        <Timestamp as PgHasArrayType>::array_compatible(ty)
     }
 }
 

@@ -3,9 +3,8 @@
 //! The files name tables as `{schema}.jobs`, so every statement is schema-qualified and
 //! works on any connection, including a caller's own transaction (whose `search_path`
 //! is theirs, not ours). Rendering replaces `{schema}` with the quoted schema name,
-//! `{job_columns}` and `{claimed_columns}` with the column lists [`crate::row`]
-//! decodes, and `{job_filter}` with the shared [`revenant_core::store::JobFilter`]
-//! predicate.
+//! `{job_columns}` with the column list [`crate::row`] decodes, and `{job_filter}`
+//! with the shared [`revenant_core::store::JobFilter`] predicate.
 
 /// The columns of a job, in the order [`crate::row::job_from_row`] reads them, for a
 /// `jobs` table aliased `j`.
@@ -14,17 +13,6 @@ const JOB_COLUMNS: &str = "j.id, j.queue, j.kind, j.payload, j.status, j.priorit
     j.lease_expires_at, j.worker, j.group_key, j.unique_key, j.correlation_id, \
     j.dead_reason, j.errors, j.redrives, j.fingerprint, j.dependency, j.dependency_wait, \
     j.traceparent, j.tracestate";
-
-/// The columns of a claimed job, in the order [`crate::row::claimed_from_row`] reads
-/// them, for a `jobs` row aliased `j`. No queue: a claim takes jobs of the one queue it
-/// names, so the worker has it already. The last says whether the claim took the job
-/// off an expired lease: the claim wrote a `lease_expired` entry for the attempt before
-/// this one (compared as JSON, so a history edited by hand cannot fail the claim).
-const CLAIMED_COLUMNS: &str = "j.id, j.kind, j.payload, j.priority, j.attempts, \
-    j.max_attempts, j.run_at, j.attempted_at, j.lease_token, j.lease_expires_at, \
-    j.correlation_id, j.dependency, j.traceparent, j.tracestate, \
-    coalesce(j.errors -> -1 -> 'class' = '\"lease_expired\"'::jsonb \
-        AND j.errors -> -1 -> 'attempt' = to_jsonb(j.attempts - 1), false) AS reclaimed";
 
 const JOB_FILTER: &str = include_str!("../queries/job_filter.sql");
 
@@ -140,7 +128,6 @@ pub(crate) fn render(template: &str, quoted_schema: &str) -> String {
     template
         .replace("{job_filter}", JOB_FILTER.trim())
         .replace("{job_columns}", JOB_COLUMNS)
-        .replace("{claimed_columns}", CLAIMED_COLUMNS)
         .replace("{schema}", quoted_schema)
 }
 
@@ -159,7 +146,6 @@ mod tests {
         let all = format!("{queries:?}");
         assert!(!all.contains("{schema}"));
         assert!(!all.contains("{job_columns}"));
-        assert!(!all.contains("{claimed_columns}"));
         assert!(!all.contains("{job_filter}"));
         assert!(queries.job_claim.contains("\"rv_test\".job_claim_v2("));
     }

@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use foldhash::HashSetExt as _;
-use futures::TryStreamExt as _;
 use revenant_core::dependency::{DependencyRecord, DependencyState, WaitReason, WaitingCounts};
 use revenant_core::store::{held_delay, millis};
 use revenant_core::store::{
@@ -42,7 +41,7 @@ use sqlx::{Acquire, Connection, PgConnection, PgPool, Postgres, Row};
 use crate::error::ResultExt;
 use crate::migrate;
 use crate::row::{
-    claimed_from_rows, decodable_job, job_from_row, listed, policy_from_row, Columns,
+    claimed_from_arrays, decodable_job, job_from_row, listed, policy_from_row, Columns,
 };
 use crate::sql::Queries;
 use crate::wake::Wakeups;
@@ -56,11 +55,6 @@ type EnqueueResult = Result<(Vec<Enqueued>, Vec<String>), StoreError>;
 
 /// The most rows `job_list` returns, whatever the caller asks.
 const LIST_LIMIT_CAP: u32 = 10_000;
-
-/// The most rows a claim's vector is sized for before its rows come: a worker claims
-/// at most its slots and what it claims ahead (at most 1,000), so this covers a claim
-/// of a worker with a few dozen slots; a larger one grows past it.
-const CLAIM_ROWS_RESERVED: u32 = 1_100;
 
 /// The longest schema name accepted (the NOTIFY channel `<schema>.wakeup` must fit
 /// PostgreSQL's 63-byte identifiers).
@@ -206,20 +200,13 @@ impl Drop for Inner {
 }
 
 impl PgStore {
-    /// The rows of one claim (`query`: `job_claim.sql` or `job_claim_run.sql`, which
-    /// differ only in the columns they read back), in the function's order.
-    async fn claim(&self, query: &str, params: JobClaimParams) -> Result<Vec<PgRow>, StoreError> {
-        params.validate()?;
-        if params.limit == 0 {
-            return Ok(Vec::new());
-        }
-        // One statement, one round trip: the claim is a function (migration 0008) that
-        // carries its plan settings, the generic plan and no JIT compilation, and runs
-        // in a transaction of its own. Its rows are gathered into a vector sized for
-        // the claim (`fetch_all` grows one by doubling, a claim of 500 copied eight
-        // times), up to a bound against a limit far above what any claim finds.
-        let mut rows = Vec::with_capacity(params.limit.min(CLAIM_ROWS_RESERVED) as usize);
-        let mut stream = sqlx::query(query)
+    /// One claim's statement (`query`: `job_claim.sql` or `job_claim_run.sql`, which
+    /// differ only in how they read the claimed jobs back), bound to `params`. One
+    /// statement, one round trip: the claim is a function (migration 0008) that carries
+    /// its plan settings, the generic plan and no JIT compilation, and runs in a
+    /// transaction of its own.
+    fn claim<'q>(query: &'q str, params: &'q JobClaimParams) -> Query<'q, Postgres, PgArguments> {
+        sqlx::query(query)
             .bind(params.now)
             .bind(&params.queue)
             .bind(i64::from(params.limit))
@@ -228,11 +215,6 @@ impl PgStore {
             .bind(history_limit())
             .bind(fingerprint::lease_expired())
             .bind(params.reclaim)
-            .fetch(&self.inner.pool);
-        while let Some(row) = stream.try_next().await.classified()? {
-            rows.push(row);
-        }
-        Ok(rows)
     }
 
     /// Connects to a `postgres://` or `postgresql://` URL with the default options
@@ -973,7 +955,14 @@ impl Store for PgStore {
     }
 
     async fn job_claim(&self, params: JobClaimParams) -> Result<Vec<Job>, StoreError> {
-        let rows = self.claim(&self.inner.queries.job_claim, params).await?;
+        params.validate()?;
+        if params.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let rows = Self::claim(&self.inner.queries.job_claim, &params)
+            .fetch_all(&self.inner.pool)
+            .await
+            .classified()?;
         let mut jobs = rows
             .iter()
             .map(job_from_row)
@@ -983,11 +972,15 @@ impl Store for PgStore {
     }
 
     async fn job_claim_run(&self, params: JobClaimParams) -> Result<Vec<ClaimedJob>, StoreError> {
-        let queue = params.queue.clone();
-        let rows = self
-            .claim(&self.inner.queries.job_claim_run, params)
-            .await?;
-        let mut jobs = claimed_from_rows(&rows, &queue)?;
+        params.validate()?;
+        if params.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let row = Self::claim(&self.inner.queries.job_claim_run, &params)
+            .fetch_one(&self.inner.pool)
+            .await
+            .classified()?;
+        let mut jobs = claimed_from_arrays(&row, &params.queue)?;
         jobs.sort_by_key(|job| (Reverse(job.priority), job.run_at, job.id));
         Ok(jobs)
     }

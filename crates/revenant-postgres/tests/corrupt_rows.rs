@@ -96,9 +96,9 @@ async fn policy_list_skips_a_stored_policy_that_no_longer_decodes() {
     db.drop_schema().await;
 }
 
-/// A claim reads its columns' types once for the whole result, not once a row (see
-/// `Columns` in src/row.rs): a column whose declared type is not the one this version
-/// reads is refused by name, whatever its values, NULLs included.
+/// A claim comes back as one row of arrays, a column each (`queries/job_claim_run.sql`):
+/// a column whose declared type is not the one this version reads is refused by name,
+/// whatever its values, NULLs included.
 #[tokio::test]
 async fn a_claim_refuses_a_column_of_another_type_by_name() {
     let Some(db) = TestDb::new().await else {
