@@ -67,10 +67,10 @@ pub(crate) fn claimed_from_arrays(row: &PgRow, queue: &str) -> Result<Vec<Claime
         .enumerate()
         .find(|(_, &len)| len != ids.len())
     {
+        let column = row.try_column(index + 1).map(|c| c.name()).unwrap_or("?");
         return Err(StoreError::Corrupt(format!(
-            "a claim returned {} ids and {len} values of column {}",
+            "a claim returned {} ids and {len} values of {column}",
             ids.len(),
-            index + 1
         )));
     }
     let mut jobs = Vec::with_capacity(ids.len());
