@@ -204,17 +204,26 @@ impl PgStore {
     /// differ only in how they read the claimed jobs back), bound to `params`. One
     /// statement, one round trip: the claim is a function (migration 0008) that carries
     /// its plan settings, the generic plan and no JIT compilation, and runs in a
-    /// transaction of its own.
-    fn claim<'q>(query: &'q str, params: &'q JobClaimParams) -> Query<'q, Postgres, PgArguments> {
-        sqlx::query(query)
-            .bind(params.now)
-            .bind(&params.queue)
-            .bind(i64::from(params.limit))
-            .bind(&params.worker)
-            .bind(millis(params.lease))
-            .bind(history_limit())
-            .bind(fingerprint::lease_expired())
-            .bind(params.reclaim)
+    /// transaction of its own. None when the claim asks for no job.
+    fn claim<'q>(
+        query: &'q str,
+        params: &'q JobClaimParams,
+    ) -> Result<Option<Query<'q, Postgres, PgArguments>>, StoreError> {
+        params.validate()?;
+        if params.limit == 0 {
+            return Ok(None);
+        }
+        Ok(Some(
+            sqlx::query(query)
+                .bind(params.now)
+                .bind(&params.queue)
+                .bind(i64::from(params.limit))
+                .bind(&params.worker)
+                .bind(millis(params.lease))
+                .bind(history_limit())
+                .bind(fingerprint::lease_expired())
+                .bind(params.reclaim),
+        ))
     }
 
     /// Connects to a `postgres://` or `postgresql://` URL with the default options
@@ -955,14 +964,10 @@ impl Store for PgStore {
     }
 
     async fn job_claim(&self, params: JobClaimParams) -> Result<Vec<Job>, StoreError> {
-        params.validate()?;
-        if params.limit == 0 {
+        let Some(claim) = Self::claim(&self.inner.queries.job_claim, &params)? else {
             return Ok(Vec::new());
-        }
-        let rows = Self::claim(&self.inner.queries.job_claim, &params)
-            .fetch_all(&self.inner.pool)
-            .await
-            .classified()?;
+        };
+        let rows = claim.fetch_all(&self.inner.pool).await.classified()?;
         let mut jobs = rows
             .iter()
             .map(job_from_row)
@@ -972,14 +977,10 @@ impl Store for PgStore {
     }
 
     async fn job_claim_run(&self, params: JobClaimParams) -> Result<Vec<ClaimedJob>, StoreError> {
-        params.validate()?;
-        if params.limit == 0 {
+        let Some(claim) = Self::claim(&self.inner.queries.job_claim_run, &params)? else {
             return Ok(Vec::new());
-        }
-        let row = Self::claim(&self.inner.queries.job_claim_run, &params)
-            .fetch_one(&self.inner.pool)
-            .await
-            .classified()?;
+        };
+        let row = claim.fetch_one(&self.inner.pool).await.classified()?;
         let mut jobs = claimed_from_arrays(&row, &params.queue)?;
         jobs.sort_by_key(|job| (Reverse(job.priority), job.run_at, job.id));
         Ok(jobs)
