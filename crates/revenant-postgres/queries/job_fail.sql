@@ -2,8 +2,8 @@
 -- what each parameter is, and why a function). Returns one row of three arrays, as
 -- job_complete.sql does: the ids and the lease tokens of the jobs that still held
 -- their lease, and the queues to wake (a retry due now, or a group's next job).
-SELECT coalesce(array_agg(f.id), '{}'), coalesce(array_agg(f.lease_token), '{}'),
-       coalesce(array_agg(f.queue) FILTER (WHERE f.wake), '{}')
+SELECT array_agg(f.id) AS id, array_agg(f.lease_token) AS lease_token,
+       array_agg(f.queue) FILTER (WHERE f.wake) AS wake
 FROM {schema}.job_fail_v1(
     $1::timestamptz, $2::int8[], $3::int8[], $4::text[], $5::text[], $6::text[],
     $7::int8[], $8::text[], $9::int4, $10::text[], $11::bool[]

@@ -31,21 +31,21 @@ pub(crate) fn job_from_row(row: &PgRow) -> Result<Job, StoreError> {
 /// array shorter or longer than the ids, is [`StoreError::Corrupt`], naming the job
 /// and the column where there is one.
 pub(crate) fn claimed_from_arrays(row: &PgRow, queue: &str) -> Result<Vec<ClaimedJob>, StoreError> {
-    let ids: Vec<i64> = array(row, 0)?;
-    let mut kinds = array::<String>(row, 1)?.into_iter();
-    let mut payloads = array::<serde_json::Value>(row, 2)?.into_iter();
-    let mut priorities = array::<i32>(row, 3)?.into_iter();
-    let mut attempts = array::<i32>(row, 4)?.into_iter();
-    let mut max_attempts = array::<i32>(row, 5)?.into_iter();
-    let mut run_ats = array::<PgTimestamp>(row, 6)?.into_iter();
-    let mut attempted_ats = array::<Option<PgTimestamp>>(row, 7)?.into_iter();
-    let mut tokens = array::<Option<i64>>(row, 8)?.into_iter();
-    let mut expiries = array::<Option<PgTimestamp>>(row, 9)?.into_iter();
-    let mut correlation_ids = array::<Option<String>>(row, 10)?.into_iter();
-    let mut dependencies = array::<Option<String>>(row, 11)?.into_iter();
-    let mut traceparents = array::<Option<String>>(row, 12)?.into_iter();
-    let mut tracestates = array::<Option<String>>(row, 13)?.into_iter();
-    let mut reclaimed = array::<bool>(row, 14)?.into_iter();
+    let ids: Vec<i64> = array_column(row, 0)?;
+    let mut kinds = array_column::<String>(row, 1)?.into_iter();
+    let mut payloads = array_column::<serde_json::Value>(row, 2)?.into_iter();
+    let mut priorities = array_column::<i32>(row, 3)?.into_iter();
+    let mut attempts = array_column::<i32>(row, 4)?.into_iter();
+    let mut max_attempts = array_column::<i32>(row, 5)?.into_iter();
+    let mut run_ats = array_column::<PgTimestamp>(row, 6)?.into_iter();
+    let mut attempted_ats = array_column::<Option<PgTimestamp>>(row, 7)?.into_iter();
+    let mut tokens = array_column::<Option<i64>>(row, 8)?.into_iter();
+    let mut expiries = array_column::<Option<PgTimestamp>>(row, 9)?.into_iter();
+    let mut correlation_ids = array_column::<Option<String>>(row, 10)?.into_iter();
+    let mut dependencies = array_column::<Option<String>>(row, 11)?.into_iter();
+    let mut traceparents = array_column::<Option<String>>(row, 12)?.into_iter();
+    let mut tracestates = array_column::<Option<String>>(row, 13)?.into_iter();
+    let mut reclaimed = array_column::<bool>(row, 14)?.into_iter();
     let lengths = [
         kinds.len(),
         payloads.len(),
@@ -115,9 +115,10 @@ pub(crate) fn claimed_from_arrays(row: &PgRow, queue: &str) -> Result<Vec<Claime
     Ok(jobs)
 }
 
-/// Column `index` of `row`, an array (NULL, as `array_agg` of no rows gives, is empty).
-/// A value this version cannot read is [`StoreError::Corrupt`] naming the column.
-fn array<'r, T>(row: &'r PgRow, index: usize) -> Result<Vec<T>, StoreError>
+/// Column `index` of `row`, an array: a claim's or a batch write's answer, one row of
+/// `array_agg`s (NULL, as an `array_agg` of no rows gives, is empty). A value this
+/// version cannot read is [`StoreError::Corrupt`] naming the column.
+pub(crate) fn array_column<'r, T>(row: &'r PgRow, index: usize) -> Result<Vec<T>, StoreError>
 where
     Vec<T>: sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>,
 {
@@ -125,7 +126,7 @@ where
         Ok(values) => Ok(values.unwrap_or_default()),
         Err(StoreError::Corrupt(message)) => {
             let column = row.try_column(index).map(|c| c.name()).unwrap_or("?");
-            Err(StoreError::Corrupt(format!("claimed {column}: {message}")))
+            Err(StoreError::Corrupt(format!("column {column}: {message}")))
         }
         Err(other) => Err(other),
     }

@@ -41,7 +41,8 @@ use sqlx::{Acquire, Connection, PgConnection, PgPool, Postgres, Row};
 use crate::error::ResultExt;
 use crate::migrate;
 use crate::row::{
-    claimed_from_arrays, decodable_job, job_from_row, listed, policy_from_row, Columns,
+    array_column, claimed_from_arrays, decodable_job, job_from_row, listed, policy_from_row,
+    Columns,
 };
 use crate::sql::Queries;
 use crate::wake::Wakeups;
@@ -804,10 +805,10 @@ fn bind_filter<'q>(
 /// Splits leases into id and token arrays, each (id, token) pair once. A pair given
 /// twice is applied once; its later copies report a lost lease (they change nothing).
 /// Sized for the batch up front: grown one insert at a time, the set rehashed every
-/// pair at each doubling (with [`batch_rows`]' set, grown the same way before, and the
-/// columns it read by name, 3% of the worker's instructions per job in a drain of
-/// no-op jobs, callgrind). Hashed with foldhash, as `batch_rows`' set: the pairs are
-/// the store's own ids and tokens, and SipHash cost 600 instructions a job here.
+/// pair at each doubling (with the batch's rows, then read by name, 3% of the worker's
+/// instructions per job in a drain of no-op jobs, callgrind). Hashed with foldhash, as
+/// `batch_rows`' set: the pairs are the store's own ids and tokens, and SipHash cost
+/// 600 instructions a job here.
 fn lease_arrays(leases: &[LeaseRef]) -> (Vec<i64>, Vec<i64>, Vec<bool>) {
     let mut seen = foldhash::HashSet::with_capacity(leases.len());
     let mut ids = Vec::with_capacity(leases.len());
@@ -844,7 +845,7 @@ fn fenced_results(
         .collect()
 }
 
-/// What the rows of a batch write say (see [`batch_rows`]).
+/// What a batch write's answer says (see [`batch_rows`]).
 struct BatchRows {
     /// The (id, lease token) pairs the write applied.
     applied: foldhash::HashSet<(i64, i64)>,
@@ -855,8 +856,8 @@ struct BatchRows {
 /// Reads the one row of a batch write (`queries/job_complete.sql` and the others): the
 /// (id, lease token) pairs it applied, and the queues to wake.
 fn batch_rows(row: &PgRow) -> Result<BatchRows, StoreError> {
-    let ids: Vec<i64> = row.try_get(0).classified()?;
-    let tokens: Vec<i64> = row.try_get(1).classified()?;
+    let ids: Vec<i64> = array_column(row, 0)?;
+    let tokens: Vec<i64> = array_column(row, 1)?;
     if ids.len() != tokens.len() {
         return Err(StoreError::Corrupt(format!(
             "a batch write returned {} ids and {} lease tokens",
@@ -866,7 +867,7 @@ fn batch_rows(row: &PgRow) -> Result<BatchRows, StoreError> {
     }
     Ok(BatchRows {
         applied: ids.into_iter().zip(tokens).collect(),
-        wake: row.try_get(2).classified()?,
+        wake: array_column(row, 2)?,
     })
 }
 
