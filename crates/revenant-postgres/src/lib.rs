@@ -60,5 +60,6 @@ mod row;
 mod sql;
 mod store;
 mod wake;
+mod warm;
 
 pub use store::{PgStore, PgStoreOptions};

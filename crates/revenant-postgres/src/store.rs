@@ -46,6 +46,7 @@ use crate::row::{
 };
 use crate::sql::Queries;
 use crate::wake::Wakeups;
+use crate::warm::Warm;
 use revenant_core::migration::MigrateMode;
 
 /// What enqueueing a batch gives: the results in input order, and the distinct queues
@@ -189,6 +190,8 @@ impl std::fmt::Debug for PgStore {
 
 struct Inner {
     pool: PgPool,
+    /// The worker's hot statements' connections (claims, batch writes, heartbeats).
+    warm: Warm,
     schema: String,
     queries: Queries,
     wakeups: Arc<Wakeups>,
@@ -301,6 +304,7 @@ impl PgStore {
         ));
         let store = PgStore {
             inner: Arc::new(Inner {
+                warm: Warm::new(pool.clone()),
                 pool,
                 schema: options.schema,
                 queries,
@@ -968,7 +972,7 @@ impl Store for PgStore {
         let Some(claim) = Self::claim(&self.inner.queries.job_claim, &params)? else {
             return Ok(Vec::new());
         };
-        let rows = claim.fetch_all(&self.inner.pool).await.classified()?;
+        let rows = self.inner.warm.fetch_all(claim).await.classified()?;
         let mut jobs = rows
             .iter()
             .map(job_from_row)
@@ -981,7 +985,7 @@ impl Store for PgStore {
         let Some(claim) = Self::claim(&self.inner.queries.job_claim_run, &params)? else {
             return Ok(Vec::new());
         };
-        let row = claim.fetch_one(&self.inner.pool).await.classified()?;
+        let row = self.inner.warm.fetch_one(claim).await.classified()?;
         let mut jobs = claimed_from_arrays(&row, &params.queue)?;
         jobs.sort_by_key(|job| (Reverse(job.priority), job.run_at, job.id));
         Ok(jobs)
@@ -989,14 +993,12 @@ impl Store for PgStore {
 
     async fn job_heartbeat(&self, params: JobHeartbeatParams) -> Result<Fenced, StoreError> {
         params.validate()?;
-        let row = sqlx::query(&self.inner.queries.job_heartbeat)
+        let query = sqlx::query(&self.inner.queries.job_heartbeat)
             .bind(params.now)
             .bind(params.lease.id)
             .bind(params.lease.lease_token.0)
-            .bind(millis(params.lease_for))
-            .fetch_optional(&self.inner.pool)
-            .await
-            .classified()?;
+            .bind(millis(params.lease_for));
+        let row = self.inner.warm.fetch_optional(query).await.classified()?;
         Ok(fenced(row.is_some()))
     }
 
@@ -1006,13 +1008,11 @@ impl Store for PgStore {
             return Ok(Vec::new());
         }
         let (ids, tokens, first) = lease_arrays(&params.leases);
-        let row = sqlx::query(&self.inner.queries.job_complete)
+        let query = sqlx::query(&self.inner.queries.job_complete)
             .bind(params.now)
             .bind(&ids)
-            .bind(&tokens)
-            .fetch_one(&self.inner.pool)
-            .await
-            .classified()?;
+            .bind(&tokens);
+        let row = self.inner.warm.fetch_one(query).await.classified()?;
         // A finished grouped job lets the next of its group run.
         let BatchRows { applied, wake } = batch_rows(&row)?;
         self.announce(wake);
@@ -1062,7 +1062,7 @@ impl Store for PgStore {
             }
             keeps.push(matches!(failure.action, FailAction::Keep { .. }));
         }
-        let row = sqlx::query(&self.inner.queries.job_fail)
+        let query = sqlx::query(&self.inner.queries.job_fail)
             .bind(params.now)
             .bind(&ids)
             .bind(&tokens)
@@ -1073,10 +1073,8 @@ impl Store for PgStore {
             .bind(&reasons)
             .bind(history_limit())
             .bind(&prints)
-            .bind(&keeps)
-            .fetch_one(&self.inner.pool)
-            .await
-            .classified()?;
+            .bind(&keeps);
+        let row = self.inner.warm.fetch_one(query).await.classified()?;
         let BatchRows { applied, wake } = batch_rows(&row)?;
         self.announce(wake);
         Ok(fenced_results(&leases, &first, &applied))
@@ -1106,13 +1104,11 @@ impl Store for PgStore {
             return Ok(Vec::new());
         }
         let (ids, tokens, first) = lease_arrays(&params.leases);
-        let row = sqlx::query(&self.inner.queries.job_release)
+        let query = sqlx::query(&self.inner.queries.job_release)
             .bind(params.now)
             .bind(&ids)
-            .bind(&tokens)
-            .fetch_one(&self.inner.pool)
-            .await
-            .classified()?;
+            .bind(&tokens);
+        let row = self.inner.warm.fetch_one(query).await.classified()?;
         // Every released job is ready again.
         let BatchRows { applied, wake } = batch_rows(&row)?;
         self.announce(wake);

@@ -1213,6 +1213,59 @@ async fn a_claimed_job_stays_on_its_page() {
     db.drop_schema().await;
 }
 
+/// A worker's claims and batch writes follow each other on the connection that ran
+/// the last one (warm.rs): one after the other, they all run on one server process,
+/// where the pool alone (which takes a connection back only after pinging it, in a
+/// task of its own) handed each the connection idle the longest, and they went round
+/// every connection it had open.
+#[tokio::test]
+async fn a_workers_statements_run_on_the_connection_of_the_last_one() {
+    let name = format!("rv-warm-{:x}", rand::random::<u64>());
+    let options = PgStoreOptions {
+        application_name: name.clone(),
+        ..PgStoreOptions::default()
+    };
+    let Some(db) = TestDb::with_options(options).await else {
+        return;
+    };
+    let store = &db.store;
+    let jobs = (0..10).map(|_| job("warm")).collect();
+    store.job_enqueue(enqueue_params(jobs, None)).await.unwrap();
+    for round in 0..10 {
+        let claimed = store.job_claim_run(claim("warm", 1, None)).await.unwrap();
+        assert_eq!(claimed.len(), 1, "round {round}");
+        let leases = vec![LeaseRef {
+            id: claimed[0].id,
+            lease_token: claimed[0].lease_token,
+        }];
+        let written = store
+            .job_complete(JobCompleteParams { leases, now: None })
+            .await
+            .unwrap();
+        assert_eq!(written, vec![Fenced::Applied], "round {round}");
+    }
+    // Each of the store's server processes shows the last statement it ran.
+    let mut conn = support::admin()
+        .await
+        .expect("the test server answered just now");
+    let ran: Vec<String> = sqlx::query_scalar(
+        "SELECT query FROM pg_stat_activity WHERE application_name = $1 \
+         AND (query LIKE '%job_claim_v2%' OR query LIKE '%job_complete_v1%')",
+    )
+    .bind(&name)
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        ran.len(),
+        1,
+        "the claims and the writes ran on {} server processes",
+        ran.len()
+    );
+    drop(conn);
+    db.drop_schema().await;
+}
+
 /// A batch of failures logs one row per queue and class, with how many failed
 /// (migration 0012), not a row for each: a failure storm's batches of hundreds write a
 /// row or two to the failure log instead of hundreds, each with its two index entries.
