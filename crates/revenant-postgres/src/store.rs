@@ -74,7 +74,9 @@ pub struct PgStoreOptions {
     pub schema: String,
     /// The pool's size. Default 10. A worker uses about one connection per fetcher,
     /// one for the completer and one for maintenance at a time; the wake-up listener
-    /// has its own connection outside the pool.
+    /// has its own connection outside the pool. Between a worker's claims and batch
+    /// writes the store keeps the connections that ran them for the next ones (up to 4,
+    /// at most half of this; a second unused and they go back to the pool).
     pub max_connections: u32,
     /// Connections the pool opens at start and keeps open, idle or not (at most
     /// `max_connections`). Default 0: the pool connects as operations need it, so a
