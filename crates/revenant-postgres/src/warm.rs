@@ -11,9 +11,12 @@
 //! on as many server processes as it has statements in flight (a claim and a write,
 //! two). By hand, a drain of 100,000 no-op jobs with 64 slots (`--profile tuned`, 5
 //! pairs): 52,580 jobs/s before, 62,783 after (medians), the claims' statement time
-//! 13.6 to 14.5 µs a job before and 12.6 to 12.9 after (`pg_stat_statements`); with
-//! the empty task a release spawns (see [`Lent`]'s drop), 3 more pairs: 53,056 to
-//! 60,844 before, 62,045 to 68,131 after. docs/benchmarks.md, "Performance work".
+//! 13.6 to 14.5 µs a job before and 12.6 to 12.9 after (`pg_stat_statements`).
+//! docs/benchmarks.md, "Performance work". A release once also spawned an empty task,
+//! as the pool's ping had, because that hid a stall of the runtime's timers behind a
+//! handler blocking its thread; the runtime now prevents the stall itself
+//! (revenant-runtime's `nudge`), and the same drain without the task, 5 pairs
+//! alternated with the build that had it: 62,244 jobs/s against 59,539 (medians).
 //!
 //! Used for the statements a worker sends over and over (the claims, the batch writes,
 //! the heartbeats); everything else takes its connection from the pool as before. A
@@ -220,17 +223,6 @@ impl Drop for Lent<'_> {
         if let Some(conn) = self.conn.take() {
             if self.answered {
                 self.warm.put_back(conn, self.taken);
-                // An empty task, spawned where sqlx's pool spawned its ping: a task
-                // spawned from a worker thread takes that thread's LIFO slot, and the
-                // task it displaces goes to the thread's queue, where another thread
-                // may steal it. Tokio never steals from the LIFO slot; without this,
-                // the task this statement's answer woke could sit there behind a
-                // handler that blocks the thread (the torture test
-                // a_handler_blocking_its_thread_cannot_keep_a_job_running_forever:
-                // the timeout's failure waited out the block in 3 of 6 runs, in none
-                // of 6 with this). The runtime should not depend on it; until it does
-                // not, this keeps what the pool's spawn gave.
-                tokio::spawn(async {});
             }
             // Otherwise dropped here: sqlx's pool pings it before taking it back.
         }

@@ -127,8 +127,18 @@ struct Request {
 /// its queue's slots, and its place in the count of running attempts, which tells the
 /// completer whether more results may come (see the module docs).
 pub(crate) struct Slot {
-    _permit: OwnedSemaphorePermit,
+    /// Taken out when the attempt ends before its handler does
+    /// ([`Slot::take_permit`]).
+    permit: Option<OwnedSemaphorePermit>,
     running: Arc<AtomicUsize>,
+}
+
+impl Slot {
+    /// The queue's permit, to be held apart from the rest of the slot: by an aborted
+    /// handler still running on its thread (see `crate::executor`).
+    pub(crate) fn take_permit(&mut self) -> Option<OwnedSemaphorePermit> {
+        self.permit.take()
+    }
 }
 
 impl Drop for Slot {
@@ -154,7 +164,7 @@ impl CompleterHandle {
     pub(crate) fn slot(&self, permit: OwnedSemaphorePermit) -> Slot {
         self.running.fetch_add(1, Ordering::Relaxed);
         Slot {
-            _permit: permit,
+            permit: Some(permit),
             running: self.running.clone(),
         }
     }

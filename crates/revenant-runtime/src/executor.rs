@@ -4,7 +4,9 @@
 //!   error carries it) and recorded with its message as a transient failure; the
 //!   worker process lives on.
 //! - The attempt timeout fires the job's cancellation token and drops the handler's
-//!   future; the attempt is recorded as a `timeout`.
+//!   future; the attempt is recorded as a `timeout`. A handler that blocks its thread
+//!   cannot be dropped until it returns: the timeout is written at once, and the
+//!   attempt's slot stays taken until the handler returns (`hold_until_returned`).
 //! - A heartbeat every `policy.heartbeat()` (lease / 3 by default) extends the lease.
 //!   When it finds the lease lost (reclaimed after a stall, cancelled by an operator),
 //!   the handler is cancelled and its result discarded: another attempt owns the job.
@@ -96,7 +98,7 @@ pub(crate) async fn run(
     claim_lease: Duration,
     claim_sent: Instant,
     mut job: ClaimedJob,
-    slot: Slot,
+    mut slot: Slot,
     ticket: Option<Ticket>,
     keep_until: Option<Instant>,
 ) -> Option<Kept> {
@@ -196,7 +198,12 @@ pub(crate) async fn run(
     } else {
         std::mem::take(&mut job.payload)
     };
-    let mut task = tokio::spawn(shared.registry.dispatch(ctx, payload));
+    let alive = shared.alive.enter();
+    let handler = shared.registry.dispatch(ctx, payload);
+    let mut task = tokio::spawn(async move {
+        let _alive = alive;
+        handler.await
+    });
     // The heartbeat runs in its own task and is stopped, never cancelled mid-call: a
     // store call dropped half-way can leave its write turn (SQLite) or a row lock
     // (Postgres) behind, and the result written below would wait on it forever. The
@@ -271,6 +278,16 @@ pub(crate) async fn run(
         // running until the heal.
         cancel.cancel();
         task.abort();
+        // Its result is written below all the same; its slot waits for it.
+        if let Some(permit) = slot.take_permit() {
+            tokio::spawn(hold_until_returned(
+                task,
+                permit,
+                job.id,
+                job.kind.clone(),
+                shared.hard_stop.clone(),
+            ));
+        }
     }
     if let Some((beats, _)) = beats.filter(|(beats, _)| !beats.is_finished()) {
         // Lets a heartbeat already in flight finish its store call, so the result is
@@ -362,6 +379,52 @@ pub(crate) async fn run(
         }
     }
     None
+}
+
+/// How long a cancelled handler may take to return before the worker says it blocks
+/// its thread.
+const BLOCKING_AFTER: Duration = Duration::from_secs(1);
+
+/// Holds the slot (`permit`) of an attempt that ended before its handler did, until
+/// the handler returns or the worker stops past its grace period.
+///
+/// An aborted handler's future is dropped at its next `.await`, at once for one that
+/// awaits. One that blocks its thread runs on until it returns, and the thread is not
+/// the runtime's meanwhile. Were its slot freed when its attempt ended, the next job
+/// would start while the thread is still taken: a worker whose handlers block past
+/// their timeout would run more of them at once than it has slots, each taking one
+/// more thread, until none was left to fire timeouts, send heartbeats or read the
+/// store's answers. Held, the slot counts the thread as taken.
+async fn hold_until_returned(
+    mut handler: tokio::task::JoinHandle<Outcome>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    job: revenant_core::job::JobId,
+    kind: String,
+    stop: CancellationToken,
+) {
+    let cancelled = Instant::now();
+    tokio::select! {
+        _ = &mut handler => return,
+        _ = stop.cancelled() => return,
+        _ = tokio::time::sleep(BLOCKING_AFTER) => {}
+    }
+    tracing::warn!(
+        job_id = job,
+        kind = %kind,
+        "a handler cancelled {} ms ago has not returned: it blocks its thread (run blocking code \
+         with tokio::task::spawn_blocking); its slot stays taken until it returns",
+        BLOCKING_AFTER.as_millis()
+    );
+    tokio::select! {
+        _ = handler => tracing::info!(
+            job_id = job,
+            kind = %kind,
+            after_ms = cancelled.elapsed().as_millis() as u64,
+            "the handler that blocked its thread returned: its slot is free"
+        ),
+        _ = stop.cancelled() => {}
+    }
+    drop(permit);
 }
 
 /// Whether attempt `attempt` of a job under `policy` may fail with a retry short enough

@@ -67,7 +67,9 @@ use revenant_core::outcome::Outcome;
 /// times out, the lease is lost, or the worker shuts down past its grace period, the
 /// token fires and, right after, the handler's future is dropped at its next `.await`.
 /// A handler that blocks its thread without awaiting cannot be stopped early; its
-/// result is still discarded.
+/// result is still discarded, and its slot stays taken until it returns (the thread
+/// is not the worker's meanwhile). Run blocking code with
+/// `tokio::task::spawn_blocking`.
 #[async_trait]
 pub trait Handler: Send + Sync + 'static {
     /// The kind this handler is registered under (`send_receipt`).

@@ -78,6 +78,7 @@ mod due_soon;
 mod executor;
 mod fetcher;
 mod gate;
+mod nudge;
 mod registry;
 mod store_retry;
 

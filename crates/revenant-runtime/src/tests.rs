@@ -1118,6 +1118,81 @@ async fn shutdown_gives_up_on_queued_results_at_the_drain_deadline() {
     assert_eq!(store.job(id).await.status, JobState::Running);
 }
 
+/// A handler that blocks its thread past its timeout cannot be stopped, but the worker
+/// keeps going around it: another thread fires the timeout and writes it while the
+/// handler still blocks, and the slot stays taken until the handler returns, so a
+/// one-slot worker starts no second job on the one thread it has left.
+/// The test waits on a thread sleep while the handler blocks, so that nothing but the
+/// worker's own threads wakes the runtime (the stall [`crate::nudge`] prevents is
+/// shown on its own in that module's tests).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_blocking_its_thread_is_timed_out_and_keeps_its_slot_until_it_returns() {
+    const BLOCK: Duration = Duration::from_millis(2_000);
+    let store = Arc::new(FaultyStore::open().await);
+    let blocking = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let returned = Arc::new(std::sync::Mutex::new(None));
+    let ran = Arc::new(AtomicUsize::new(0));
+    let (flag, back, counter) = (blocking.clone(), returned.clone(), ran.clone());
+    let worker = builder_with(&store, 1)
+        .handler_fn("block", move |ctx: JobContext, _: serde_json::Value| {
+            let (flag, back) = (flag.clone(), back.clone());
+            async move {
+                if ctx.attempt() == 1 {
+                    flag.store(true, Ordering::SeqCst);
+                    std::thread::sleep(BLOCK);
+                    *back.lock().unwrap() = Some(chrono::Utc::now());
+                }
+                Ok(())
+            }
+        })
+        .handler_fn("count", move |_ctx: JobContext, _: serde_json::Value| {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    // Both due before the worker starts; the blocking one, first, is claimed first.
+    let blocker = enqueue(&store, "block", json!(null)).await;
+    let other = enqueue(&store, "count", json!(null)).await;
+    let (shutdown, task) = start(worker);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !blocking.load(Ordering::SeqCst) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the handler never ran"
+        );
+        std::thread::sleep(ms(1));
+    }
+    std::thread::sleep(BLOCK);
+    wait_until(&store, "both jobs to complete", |jobs| {
+        jobs.iter().all(|j| j.status == JobState::Completed)
+    })
+    .await;
+    let returned = returned.lock().unwrap().expect("the handler returned");
+    let (blocked, counted) = (store.job(blocker).await, store.job(other).await);
+    assert_eq!(
+        blocked.errors[0].class,
+        FailureClass::Timeout,
+        "{blocked:#?}"
+    );
+    assert!(
+        blocked.errors[0].at < returned,
+        "the timeout was written only after the handler returned at {returned}: {blocked:#?}"
+    );
+    // The store keeps milliseconds.
+    assert!(
+        counted.attempted_at.expect("attempted").timestamp_millis() >= returned.timestamp_millis(),
+        "the other job started while the one slot's handler still blocked its thread \
+         (it returned at {returned}): {counted:#?}"
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    shutdown.shutdown();
+    task.await.unwrap();
+}
+
 mod dependencies {
     use std::sync::atomic::AtomicBool;
 

@@ -141,6 +141,9 @@ pub(crate) struct Shared {
     pub(crate) kept: tokio_util::task::TaskTracker,
     /// The per-attempt metrics of each queue and kind, registered once.
     pub(crate) series: crate::metrics::SeriesCache,
+    /// The handlers alive, for the thread that keeps timers going while one blocks
+    /// its thread ([`crate::nudge`]).
+    pub(crate) alive: crate::nudge::Alive,
 }
 
 /// Builds a [`Worker`]. Every setting has a default except the store, the queues and the
@@ -707,7 +710,10 @@ impl Worker {
             due_soon: crate::due_soon::DueSoon::new(self.poll_interval),
             kept: tokio_util::task::TaskTracker::new(),
             series: crate::metrics::SeriesCache::default(),
+            alive: crate::nudge::Alive::default(),
         });
+        // Stopped when dropped, as this returns.
+        let _nudger = crate::nudge::Nudger::start(shared.alive.clone());
         // The stored policies, read once before the first claim; the maintenance loop
         // reads them again every refresh interval. A store that cannot be read now
         // leaves the policies declared in code until it can.
