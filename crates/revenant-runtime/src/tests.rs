@@ -95,6 +95,18 @@ fn all_terminal(jobs: &[Job]) -> bool {
     jobs.iter().all(|j| j.status.is_terminal())
 }
 
+/// Registers kind `count`: each attempt adds one to `ran` and succeeds.
+fn counting(builder: WorkerBuilder, ran: &Arc<AtomicUsize>) -> WorkerBuilder {
+    let ran = ran.clone();
+    builder.handler_fn("count", move |_ctx: JobContext, _: serde_json::Value| {
+        let ran = ran.clone();
+        async move {
+            ran.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    })
+}
+
 fn start(worker: Worker) -> (ShutdownHandle, tokio::task::JoinHandle<()>) {
     let handle = worker.shutdown_handle();
     let task = tokio::spawn(async move {
@@ -983,16 +995,8 @@ async fn a_finished_attempt_frees_its_slot_before_its_result_is_written() {
     let store = Arc::new(FaultyStore::open().await);
     store.stall_completes.send_replace(true);
     let ran = Arc::new(AtomicUsize::new(0));
-    let counter = ran.clone();
-    let worker = builder_with(&store, 1)
+    let worker = counting(builder_with(&store, 1), &ran)
         .claim_ahead(1)
-        .handler_fn("count", move |_ctx: JobContext, _: serde_json::Value| {
-            let counter = counter.clone();
-            async move {
-                counter.fetch_add(1, Ordering::SeqCst);
-                Ok(())
-            }
-        })
         .build()
         .unwrap();
     for _ in 0..5 {
@@ -1044,17 +1048,7 @@ async fn without_claim_ahead_a_slot_stays_taken_until_its_result_is_written() {
     let store = Arc::new(FaultyStore::open().await);
     store.stall_completes.send_replace(true);
     let ran = Arc::new(AtomicUsize::new(0));
-    let counter = ran.clone();
-    let worker = builder_with(&store, 1)
-        .handler_fn("count", move |_ctx: JobContext, _: serde_json::Value| {
-            let counter = counter.clone();
-            async move {
-                counter.fetch_add(1, Ordering::SeqCst);
-                Ok(())
-            }
-        })
-        .build()
-        .unwrap();
+    let worker = counting(builder_with(&store, 1), &ran).build().unwrap();
     for _ in 0..3 {
         enqueue(&store, "count", json!(null)).await;
     }
@@ -1132,8 +1126,8 @@ async fn a_handler_blocking_its_thread_is_timed_out_and_keeps_its_slot_until_it_
     let blocking = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let returned = Arc::new(std::sync::Mutex::new(None));
     let ran = Arc::new(AtomicUsize::new(0));
-    let (flag, back, counter) = (blocking.clone(), returned.clone(), ran.clone());
-    let worker = builder_with(&store, 1)
+    let (flag, back) = (blocking.clone(), returned.clone());
+    let worker = counting(builder_with(&store, 1), &ran)
         .handler_fn("block", move |ctx: JobContext, _: serde_json::Value| {
             let (flag, back) = (flag.clone(), back.clone());
             async move {
@@ -1142,13 +1136,6 @@ async fn a_handler_blocking_its_thread_is_timed_out_and_keeps_its_slot_until_it_
                     std::thread::sleep(BLOCK);
                     *back.lock().unwrap() = Some(chrono::Utc::now());
                 }
-                Ok(())
-            }
-        })
-        .handler_fn("count", move |_ctx: JobContext, _: serde_json::Value| {
-            let counter = counter.clone();
-            async move {
-                counter.fetch_add(1, Ordering::SeqCst);
                 Ok(())
             }
         })
