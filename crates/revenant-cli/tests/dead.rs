@@ -105,6 +105,7 @@ async fn kill(store: &dyn Store, kind: &str, reason: DeadReason, messages: &[Str
         .collect();
     store
         .job_fail(JobFailParams {
+            kept: Vec::new(),
             failures,
             now: None,
         })
@@ -326,6 +327,7 @@ async fn the_operator_story(url: String) {
     assert_eq!(due.len(), 200);
     store
         .job_complete(JobCompleteParams {
+            kept: Vec::new(),
             leases: due
                 .iter()
                 .map(|j| LeaseRef {

@@ -232,6 +232,7 @@ impl Stage {
         let result = self
             .store
             .job_fail(JobFailParams {
+                kept: Vec::new(),
                 failures: vec![failure_of(job, failure, action)],
                 now: Some(now),
             })
@@ -250,6 +251,7 @@ impl Stage {
         let result = self
             .store
             .job_complete(JobCompleteParams {
+                kept: Vec::new(),
                 leases: vec![lease_of(job)],
                 now: Some(now),
             })

@@ -151,6 +151,7 @@ async fn complete(store: &Arc<dyn Store>, job: &Job) {
     };
     let done = store
         .job_complete(JobCompleteParams {
+            kept: Vec::new(),
             leases: vec![lease],
             now: Some(at(1)),
         })
@@ -218,6 +219,7 @@ pub async fn check_upgraded(store: &Arc<dyn Store>) {
     );
     let stale = store
         .job_complete(JobCompleteParams {
+            kept: Vec::new(),
             leases: vec![LeaseRef {
                 id: 3,
                 lease_token: LeaseToken(42),

@@ -75,7 +75,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     })
                     .collect();
                 store
-                    .job_complete(JobCompleteParams { leases, now: None })
+                    .job_complete(JobCompleteParams {
+                        leases,
+                        kept: Vec::new(),
+                        now: None,
+                    })
                     .await
                     .expect("complete");
                 done += claimed.len();

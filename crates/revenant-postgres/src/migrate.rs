@@ -107,6 +107,11 @@ const MIGRATIONS: &[Known] = &[
         name: "job_writes",
         sql: include_str!("../migrations/0014_job_writes.sql"),
     },
+    Known {
+        version: 15,
+        name: "kept_failures",
+        sql: include_str!("../migrations/0015_kept_failures.sql"),
+    },
 ];
 
 /// The first key of the advisory lock (`'rvnt'`); the second is the schema's hash.

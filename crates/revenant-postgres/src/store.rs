@@ -25,9 +25,10 @@ use revenant_core::store::{
     FingerprintGroup, JobCancelParams, JobClaimParams, JobCompleteParams, JobEnqueueParams,
     JobFailParams, JobFilter, JobGetParams, JobHeartbeatParams, JobListParams, JobPruneParams,
     JobPurgeParams, JobRedriveParams, JobReleaseParams, JobSnoozeParams, JobSweepParams,
-    JobVacuumParams, JobVacuumed, LeaseRef, PolicyDeleteParams, PolicyRecord, PolicySetParams,
-    QueueHistoryParams, QueueHistoryPoint, QueuePauseParams, QueueStats, QueueStatsParams,
-    RedriveHistoryParams, RedriveRecord, WorkerHeartbeatParams, WorkerInfo, WorkerRemoveParams,
+    JobVacuumParams, JobVacuumed, KeptFailure, LeaseRef, PolicyDeleteParams, PolicyRecord,
+    PolicySetParams, QueueHistoryParams, QueueHistoryPoint, QueuePauseParams, QueueStats,
+    QueueStatsParams, RedriveHistoryParams, RedriveRecord, WorkerHeartbeatParams, WorkerInfo,
+    WorkerRemoveParams,
 };
 use revenant_core::{fingerprint, DeadReason};
 use revenant_core::{
@@ -808,6 +809,37 @@ fn bind_filter<'q>(
         .bind(filter.fingerprint.clone())
 }
 
+/// A batch's kept failures as `job_complete_v2` and `job_fail_v2` take them
+/// (migration 15): beside each element, a JSON array of its job's, or NULL.
+struct KeptByJob(foldhash::HashMap<JobId, Vec<serde_json::Value>>);
+
+impl KeptByJob {
+    fn of(kept: &[KeptFailure]) -> Self {
+        let mut by_job: foldhash::HashMap<JobId, Vec<serde_json::Value>> =
+            foldhash::HashMap::default();
+        for failure in kept {
+            let message = pg_text(&ErrorEntry::truncate_message(&failure.failure.message));
+            let mut entry = serde_json::json!({
+                "class": failure.failure.class.as_str(),
+                "message": message,
+                "ago_ms": millis(failure.ago),
+            });
+            // An entry without a worker has no such key, as one that job_fail writes.
+            if let Some(worker) = &failure.worker {
+                entry["worker"] = serde_json::Value::String(pg_text(worker));
+            }
+            by_job.entry(failure.id).or_default().push(entry);
+        }
+        KeptByJob(by_job)
+    }
+
+    /// Job `id`'s kept failures, for the batch's element of that job (taken: a job
+    /// repeated in a batch is written once).
+    fn take(&mut self, id: JobId) -> Option<serde_json::Value> {
+        self.0.remove(&id).map(serde_json::Value::Array)
+    }
+}
+
 /// Splits leases into id and token arrays, each (id, token) pair once. A pair given
 /// twice is applied once; its later copies report a lost lease (they change nothing).
 /// Sized for the batch up front: grown one insert at a time, the set rehashed every
@@ -1010,10 +1042,25 @@ impl Store for PgStore {
             return Ok(Vec::new());
         }
         let (ids, tokens, first) = lease_arrays(&params.leases);
-        let query = sqlx::query(&self.inner.queries.job_complete)
-            .bind(params.now)
-            .bind(&ids)
-            .bind(&tokens);
+        let mut kept = KeptByJob::of(&params.kept);
+        let kept: Vec<Option<serde_json::Value>> = if params.kept.is_empty() {
+            Vec::new()
+        } else {
+            ids.iter().map(|id| kept.take(*id)).collect()
+        };
+        let query = if params.kept.is_empty() {
+            sqlx::query(&self.inner.queries.job_complete)
+                .bind(params.now)
+                .bind(&ids)
+                .bind(&tokens)
+        } else {
+            sqlx::query(&self.inner.queries.job_complete_kept)
+                .bind(params.now)
+                .bind(&ids)
+                .bind(&tokens)
+                .bind(&kept)
+                .bind(history_limit())
+        };
         let row = self.inner.warm.fetch_one(query).await.classified()?;
         // A finished grouped job lets the next of its group run.
         let BatchRows { applied, wake } = batch_rows(&row)?;
@@ -1038,9 +1085,14 @@ impl Store for PgStore {
         let mut reasons: Vec<Option<&str>> = Vec::with_capacity(n);
         let mut prints: Vec<Option<String>> = Vec::with_capacity(n);
         let mut keeps = Vec::with_capacity(n);
+        let mut kept_by_job = KeptByJob::of(&params.kept);
+        let mut kept: Vec<Option<serde_json::Value>> = Vec::with_capacity(n);
         for (failure, &first) in params.failures.iter().zip(&first) {
             if !first {
                 continue;
+            }
+            if !params.kept.is_empty() {
+                kept.push(kept_by_job.take(failure.lease.id));
             }
             ids.push(failure.lease.id);
             tokens.push(failure.lease.lease_token.0);
@@ -1064,7 +1116,12 @@ impl Store for PgStore {
             }
             keeps.push(matches!(failure.action, FailAction::Keep { .. }));
         }
-        let query = sqlx::query(&self.inner.queries.job_fail)
+        let statement = if params.kept.is_empty() {
+            &self.inner.queries.job_fail
+        } else {
+            &self.inner.queries.job_fail_kept
+        };
+        let query = sqlx::query(statement)
             .bind(params.now)
             .bind(&ids)
             .bind(&tokens)
@@ -1076,6 +1133,11 @@ impl Store for PgStore {
             .bind(history_limit())
             .bind(&prints)
             .bind(&keeps);
+        let query = if params.kept.is_empty() {
+            query
+        } else {
+            query.bind(&kept)
+        };
         let row = self.inner.warm.fetch_one(query).await.classified()?;
         let BatchRows { applied, wake } = batch_rows(&row)?;
         self.announce(wake);

@@ -317,7 +317,11 @@ async fn the_store_survives_a_server_restart_and_claims_again_within_seconds() {
         })
         .collect();
     let results = store
-        .job_complete(JobCompleteParams { leases, now: None })
+        .job_complete(JobCompleteParams {
+            leases,
+            kept: Vec::new(),
+            now: None,
+        })
         .await
         .unwrap();
     assert!(results.iter().all(|r| *r == Fenced::Applied));

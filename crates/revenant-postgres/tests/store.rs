@@ -121,6 +121,7 @@ async fn claim_complete_and_fence_round_trip_with_pinned_milliseconds() {
     };
     let results = store
         .job_complete(JobCompleteParams {
+            kept: Vec::new(),
             leases: vec![stale, lease(first), lease(first)],
             now: Some(at(1)),
         })
@@ -166,6 +167,7 @@ async fn expired_leases_are_reclaimed_once_then_die_with_lease_expired() {
     assert_eq!(second[0].errors[0].attempt, 1);
     let late = store
         .job_complete(JobCompleteParams {
+            kept: Vec::new(),
             leases: vec![lease(&first[0])],
             now: Some(at(32)),
         })
@@ -217,6 +219,7 @@ async fn only_the_head_of_a_group_is_claimable() {
         .is_empty());
     store
         .job_complete(JobCompleteParams {
+            kept: Vec::new(),
             leases: vec![lease(&claimed[0])],
             now: Some(t0()),
         })
@@ -435,7 +438,11 @@ async fn four_stores_claiming_at_once_never_share_a_job() {
                 }
                 let leases: Vec<LeaseRef> = claimed.iter().map(lease).collect();
                 let results = store
-                    .job_complete(JobCompleteParams { leases, now: None })
+                    .job_complete(JobCompleteParams {
+                        leases,
+                        kept: Vec::new(),
+                        now: None,
+                    })
                     .await
                     .unwrap();
                 assert!(results.iter().all(|r| *r == Fenced::Applied));
@@ -616,6 +623,7 @@ async fn nul_characters_are_refused_in_payloads_and_replaced_in_error_messages()
     let claimed = store.job_claim(claim("q", 1, Some(t0()))).await.unwrap();
     let results = store
         .job_fail(revenant_core::store::JobFailParams {
+            kept: Vec::new(),
             failures: vec![revenant_core::store::JobFailure {
                 lease: lease(&claimed[0]),
                 failure: revenant_core::decide::Failure {
@@ -806,12 +814,26 @@ fn function_statement(migration: &str, function: &str, schema: &str) -> String {
     body[from..to].replace("{schema}", schema)
 }
 
-/// The batch writes of a worker's results (migration 0014), each with its function's
-/// name, its parameters' types and, for `EXPLAIN EXECUTE`, arguments with `{ids}` and
-/// `{tokens}` to fill in.
-fn write_statements(schema: &str) -> [(&'static str, String, &'static str, &'static str); 3] {
+/// The batch writes of a worker's results (migration 0014, and 0015 that the store
+/// calls now), each with its function's name, its parameters' types and, for `EXPLAIN
+/// EXECUTE`, arguments with `{ids}`, `{tokens}` and `{kept}` (kept failures) to fill
+/// in.
+fn write_statements(schema: &str) -> [(&'static str, String, &'static str, &'static str); 5] {
     let migration = include_str!("../migrations/0014_job_writes.sql");
+    let kept = include_str!("../migrations/0015_kept_failures.sql");
     [
+        (
+            "job_complete_v2",
+            function_statement(kept, "job_complete_v2", schema),
+            "timestamptz, int8[], int8[], jsonb[], int4",
+            "NULL, {ids}, {tokens}, {kept}, 20",
+        ),
+        (
+            "job_fail_v2",
+            function_statement(kept, "job_fail_v2", schema),
+            "timestamptz, int8[], int8[], text[], text[], text[], int8[], text[], int4, text[], bool[], jsonb[]",
+            "NULL, {ids}, {tokens}, '{}', '{}', '{}', '{}', '{}', 20, '{}', '{}', {kept}",
+        ),
         (
             "job_complete_v1",
             function_statement(migration, "job_complete_v1", schema),
@@ -831,6 +853,12 @@ fn write_statements(schema: &str) -> [(&'static str, String, &'static str, &'sta
             "NULL, {ids}, {tokens}",
         ),
     ]
+}
+
+/// `n` elements' kept failures (migration 15), one each, as an array literal.
+fn kept_literal(n: usize) -> String {
+    let one = r#"'[{"class": "transient", "message": "503", "ago_ms": 5}]'::jsonb"#;
+    format!("ARRAY[{}]::jsonb[]", vec![one; n].join(", "))
 }
 
 /// The claim's parameter types, for `PREPARE`.
@@ -1023,7 +1051,10 @@ async fn the_claim_and_the_writes_go_by_index_on_plans_made_on_a_new_table() {
     let [_, (claim_function, claim)] = claim_statements(&schema);
     let mut statements = vec![(claim_function, claim, CLAIM_TYPES, claim_args(1))];
     for (function, statement, types, args) in write_statements(&schema) {
-        let args = args.replace("{ids}", &ids).replace("{tokens}", &ids);
+        let args = args
+            .replace("{ids}", &ids)
+            .replace("{tokens}", &ids)
+            .replace("{kept}", &kept_literal(5));
         statements.push((function, statement, types, args));
     }
     for (function, statement, types, args) in statements {
@@ -1078,7 +1109,10 @@ async fn the_batch_writes_find_their_jobs_by_primary_key() {
             .collect(),
     );
     for (name, statement, types, args) in write_statements(&schema) {
-        let args = args.replace("{ids}", &ids).replace("{tokens}", &tokens);
+        let args = args
+            .replace("{ids}", &ids)
+            .replace("{tokens}", &tokens)
+            .replace("{kept}", &kept_literal(100));
         let plan = explain_prepared(&mut conn, GENERIC_PLAN, types, &statement, &args).await;
         let on_jobs: Vec<&String> = plan
             .iter()
@@ -1239,7 +1273,11 @@ async fn a_workers_statements_run_on_the_connection_of_the_last_one() {
             lease_token: claimed[0].lease_token,
         }];
         let written = store
-            .job_complete(JobCompleteParams { leases, now: None })
+            .job_complete(JobCompleteParams {
+                leases,
+                kept: Vec::new(),
+                now: None,
+            })
             .await
             .unwrap();
         assert_eq!(written, vec![Fenced::Applied], "round {round}");
@@ -1280,6 +1318,7 @@ async fn a_batch_of_failures_logs_a_row_per_class() {
     let written = db
         .store
         .job_fail(JobFailParams {
+            kept: Vec::new(),
             failures: failure_storm(&claimed),
             now: None,
         })
@@ -1370,6 +1409,7 @@ async fn a_vacuum_runs_past_its_thresholds_and_clears_the_dead_rows() {
     assert_eq!(claimed.len(), 300);
     store
         .job_complete(JobCompleteParams {
+            kept: Vec::new(),
             leases: claimed.iter().map(lease).collect(),
             now: None,
         })

@@ -48,9 +48,10 @@
 //!
 //! **A failure is written at once when no attempt runs.** Each attempt holds a
 //! [`Slot`] from its start until it hands its result over. A batch that holds a
-//! failure ends its gathering when no slot is held: a kept retry (see
-//! [`crate::executor`]) waits for its failure's write, and the results that could
-//! still join the batch are those of jobs not started yet. In a failure-heavy drain
+//! failure ends its gathering when no slot is held: a retry through the queue waits
+//! for its failure's write, and the results that could still join the batch are
+//! those of jobs not started yet. (A kept retry (see [`crate::executor`]) no longer
+//! waits for a write: its failure goes with its job's next result, [`Unwritten`].) In a failure-heavy drain
 //! (W2 in docs/benchmarks.md) the chains of retries left at its end each waited out a
 //! last [`GATHER_GAP`] per attempt. A batch of completions alone gathers as before: a
 //! drain's slots are all free for a moment whenever its buffer runs dry, and writing
@@ -60,7 +61,7 @@
 //! together, two calls on two connections (on SQLite, whose one writer takes them
 //! one after the other, the store's group commit writes the two in one transaction).
 //! The rows the two change are never the same: a lease has one result in
-//! flight (a kept job's next attempt starts once its failure is written), and a result
+//! flight (a kept job's failures go with its next attempt's result), and a result
 //! under a lease that is gone matches no row, so it takes no row lock; the two cannot
 //! wait on each other. Written one after the other, completions first, a kept retry
 //! waited for the completions' write as well as its own: in W2's failing drain on
@@ -76,9 +77,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::store_retry::retry;
+use revenant_core::decide::Failure;
 use revenant_core::error::StoreError;
+use revenant_core::job::JobId;
 use revenant_core::store::{
-    Fenced, JobCompleteParams, JobFailParams, JobFailure, JobReleaseParams, LeaseRef, Store,
+    FailAction, Fenced, JobCompleteParams, JobFailParams, JobFailure, JobReleaseParams,
+    KeptFailure, LeaseRef, Store,
 };
 
 /// The most results written per batch: as many as may wait to be written on a worker
@@ -101,9 +105,75 @@ pub(crate) const GATHER_MAX: Duration = Duration::from_millis(10);
 /// One result to write.
 #[derive(Debug)]
 pub(crate) enum Ack {
-    Complete(LeaseRef),
-    Fail(JobFailure),
-    Release(LeaseRef),
+    Complete(LeaseRef, Unwritten),
+    Fail(JobFailure, Unwritten),
+    /// A release of a kept job with failures unwritten is written as a retry of its
+    /// last failure ([`Unwritten::release`]).
+    Release(LeaseRef, Unwritten),
+}
+
+/// The failed attempts of a kept job that its worker has not written yet
+/// ([`KeptFailure`]: they go with the job's next result), with when each failed.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Unwritten(Vec<(KeptFailure, Instant)>);
+
+impl Unwritten {
+    /// Adds the failure of an attempt of job `id` that just failed.
+    pub(crate) fn push(&mut self, id: JobId, failure: Failure, worker: Option<String>) {
+        let kept = KeptFailure {
+            id,
+            failure,
+            worker,
+            ago: Duration::ZERO,
+        };
+        self.0.push((kept, Instant::now()));
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The failures as the store takes them, aged as of now.
+    fn kept(&self) -> impl Iterator<Item = KeptFailure> + '_ {
+        self.0.iter().map(|(kept, at)| KeptFailure {
+            ago: at.elapsed(),
+            ..kept.clone()
+        })
+    }
+
+    /// These failures written on their own while the kept job `lease` runs its next
+    /// attempt: the last one as [`FailAction::Keep`] (the attempt running now is the
+    /// one it counts), due now, with the others before it. `None` when there are none.
+    pub(crate) fn keep(mut self, lease: LeaseRef) -> Option<(JobFailure, Unwritten)> {
+        let (last, _) = self.0.pop()?;
+        let failure = JobFailure {
+            lease,
+            failure: last.failure,
+            action: FailAction::Keep {
+                delay: Duration::ZERO,
+            },
+            worker: last.worker,
+        };
+        Some((failure, self))
+    }
+
+    /// A release of the kept job `lease` that carries these failures: a retry of its
+    /// last failure, due now, with the others before it. Either way the job goes back
+    /// to `ready` with the attempt its worker counted and did not start given back:
+    /// the store counts one attempt per failure it records, and the last one's retry
+    /// counts none. `None` when there are none.
+    fn release(mut self, lease: LeaseRef) -> Option<(JobFailure, Unwritten)> {
+        let (last, _) = self.0.pop()?;
+        let failure = JobFailure {
+            lease,
+            failure: last.failure,
+            action: FailAction::Retry {
+                delay: Duration::ZERO,
+            },
+            worker: last.worker,
+        };
+        Some((failure, self))
+    }
 }
 
 /// Why a result could not be written.
@@ -253,7 +323,7 @@ impl Gathering {
     fn at_once(&self) -> impl FnMut(&[Request]) -> bool + '_ {
         let (mut seen, mut failure) = (0, false);
         move |batch| {
-            failure |= batch[seen..].iter().any(|r| matches!(r.ack, Ack::Fail(_)));
+            failure |= batch[seen..].iter().any(|r| matches!(r.ack, Ack::Fail(..)));
             seen = batch.len();
             failure && self.running.load(Ordering::Acquire) == 0
         }
@@ -334,21 +404,31 @@ async fn write(store: &dyn Store, batch: Vec<Request>, abandon: &CancellationTok
     let mut releases = Vec::new();
     for request in batch {
         match request.ack {
-            Ack::Complete(lease) => completes.push((lease, request.reply)),
-            Ack::Fail(failure) => fails.push((failure, request.reply)),
-            Ack::Release(lease) => releases.push((lease, request.reply)),
+            Ack::Complete(lease, unwritten) => completes.push(((lease, unwritten), request.reply)),
+            Ack::Fail(failure, unwritten) => fails.push(((failure, unwritten), request.reply)),
+            Ack::Release(lease, unwritten) => match unwritten.release(lease) {
+                Some(retry) => fails.push((retry, request.reply)),
+                None => releases.push((lease, request.reply)),
+            },
         }
     }
     // Failures beside completions, the two calls at once (see the module docs).
     tokio::join!(
         write_kind(fails, abandon, "job_fail", |failures| {
+            let kept = failures.iter().flat_map(|(_, u)| u.kept()).collect();
             store.job_fail(JobFailParams {
-                failures,
+                failures: failures.into_iter().map(|(f, _)| f).collect(),
+                kept,
                 now: None,
             })
         }),
-        write_kind(completes, abandon, "job_complete", |leases| {
-            store.job_complete(JobCompleteParams { leases, now: None })
+        write_kind(completes, abandon, "job_complete", |completes| {
+            let kept = completes.iter().flat_map(|(_, u)| u.kept()).collect();
+            store.job_complete(JobCompleteParams {
+                leases: completes.into_iter().map(|(l, _)| l).collect(),
+                kept,
+                now: None,
+            })
         }),
     );
     write_kind(releases, abandon, "job_release", |leases| {
@@ -579,17 +659,20 @@ mod tests {
             running: Arc::new(AtomicUsize::new(1)),
         };
         let mut at_once = gathering.at_once();
-        let mut batch = vec![request(Ack::Complete(lease))];
+        let mut batch = vec![request(Ack::Complete(lease, Unwritten::default()))];
         assert!(!at_once(&batch), "an attempt runs");
-        batch.push(request(Ack::Fail(failure)));
+        batch.push(request(Ack::Fail(failure, Unwritten::default())));
         assert!(!at_once(&batch), "an attempt runs");
-        batch.push(request(Ack::Complete(lease)));
+        batch.push(request(Ack::Complete(lease, Unwritten::default())));
         gathering.running.store(0, Ordering::Release);
         // The failure, looked at before, still counts.
         assert!(at_once(&batch), "a failure, and no attempt runs");
 
         let mut at_once = gathering.at_once();
-        let batch = vec![request(Ack::Complete(lease)), request(Ack::Release(lease))];
+        let batch = vec![
+            request(Ack::Complete(lease, Unwritten::default())),
+            request(Ack::Release(lease, Unwritten::default())),
+        ];
         assert!(!at_once(&batch), "completions alone gather on");
     }
 
@@ -615,13 +698,16 @@ mod tests {
             lease_token: revenant_core::job::LeaseToken(3),
         };
         let sender = handle.clone();
-        let handed =
-            tokio::spawn(async move { sender.hand_over(Ack::Complete(lease), first).await });
+        let handed = tokio::spawn(async move {
+            sender
+                .hand_over(Ack::Complete(lease, Unwritten::default()), first)
+                .await
+        });
         let request = rx.recv().await.expect("the result queued");
         // The completer that takes the result sees no attempt running, and the slot free.
         assert_eq!(handle.running.load(Ordering::Acquire), 0);
         assert_eq!(slots.available_permits(), 2);
-        assert!(matches!(request.ack, Ack::Complete(l) if l == lease));
+        assert!(matches!(request.ack, Ack::Complete(l, _) if l == lease));
         request.reply.send(Ok(Fenced::Applied)).unwrap();
         assert!(matches!(handed.await.unwrap(), Ok(Fenced::Applied)));
     }
@@ -653,11 +739,11 @@ mod tests {
         let (fail, failed) = oneshot::channel();
         let batch = vec![
             Request {
-                ack: Ack::Complete(lease(0)),
+                ack: Ack::Complete(lease(0), Unwritten::default()),
                 reply: complete,
             },
             Request {
-                ack: Ack::Fail(failure),
+                ack: Ack::Fail(failure, Unwritten::default()),
                 reply: fail,
             },
         ];

@@ -19,10 +19,17 @@
 //! - Otherwise [`decide()`] turns the outcome into a transition, which is written through
 //!   the completer (completes and failures, batched) or directly (snooze, cancel).
 //! - **Short retries are kept**, on a worker that claims ahead: a retry due within
-//!   [`KEEP_MAX`] is written as [`FailAction::Keep`] (the job stays running under its
-//!   lease, the failure recorded, the next attempt counted) and comes back from
-//!   [`run`] as a [`Kept`] job, which goes back to its queue's fetcher, to start again
-//!   ahead of the jobs claimed after it once it is due, without a claim. Through the
+//!   [`KEEP_MAX`] is not written (the job stays running under its lease) and comes
+//!   back from [`run`] as a [`Kept`] job, which goes back to its queue's fetcher, to
+//!   start again ahead of the jobs claimed after it once it is due, without a claim.
+//!   Its failure goes with the job's next write ([`KeptFailure`]): its next result,
+//!   written as if the failure had been written as [`FailAction::Keep`] first (the
+//!   entry recorded, the next attempt counted); or the first heartbeat of a next
+//!   attempt that runs that long, so a long attempt does not hide it; or, before a
+//!   snooze or a cancel, a write of its own; or its release, as a retry. Written on
+//!   their own, kept failures were a write of the job's row each, and a drain where
+//!   three jobs in ten failed ran at 0.62 to 0.80 of a clean one (docs/benchmarks.md,
+//!   W2). A worker that dies loses the kept failures it has not written. Through the
 //!   queue such a retry would wait behind every job due before it: in a backlog, a job
 //!   failing four times in a row ran its attempts one backlog apart, and a failed
 //!   attempt cost a claim on top of its write. A kept job holds no slot while it waits;
@@ -38,6 +45,7 @@
 //!   dependency's breaker afterwards.
 //!
 //! [`FailAction::Keep`]: revenant_core::store::FailAction::Keep
+//! [`KeptFailure`]: revenant_core::store::KeptFailure
 
 use std::any::Any;
 use std::sync::Arc;
@@ -47,7 +55,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
-use crate::completer::{Ack, Slot};
+use crate::completer::{Ack, Slot, Unwritten};
 use crate::context::{JobContext, JobContextParts};
 use crate::gate::{Answer, Ticket};
 use crate::metrics::{AttemptOutcome, JobSeries};
@@ -79,6 +87,8 @@ pub(crate) struct Kept {
     /// Counts the job as waiting in this worker until its fetcher takes it or it is
     /// released: shutdown waits for it ([`Shared::kept`]).
     pub(crate) waiting: TaskTrackerToken,
+    /// Its failed attempts, written with its next result (see the module docs).
+    pub(crate) unwritten: Unwritten,
 }
 
 /// How an attempt ended, before its result is written.
@@ -92,7 +102,9 @@ enum Ended {
 
 /// Runs one attempt of `job` and writes its result. `keep_until`: the worker may keep
 /// the job's retry if it comes due before then (see the module docs); the kept job is
-/// returned, for its fetcher to start again.
+/// returned, for its fetcher to start again. `unwritten`: the failures of a kept job's
+/// earlier attempts, written with this attempt's result.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn run(
     shared: Arc<Shared>,
     claim_lease: Duration,
@@ -101,6 +113,7 @@ pub(crate) async fn run(
     mut slot: Slot,
     ticket: Option<Ticket>,
     keep_until: Option<Instant>,
+    mut unwritten: Unwritten,
 ) -> Option<Kept> {
     let lease = LeaseRef {
         id: job.id,
@@ -127,7 +140,7 @@ pub(crate) async fn run(
             _ = paced => {}
             _ = shared.hard_stop.cancelled() => {
                 report(&shared, Some(ticket), job.id, Answer::Neutral, None);
-                match shared.completer.send(Ack::Release(lease)).await {
+                match shared.completer.send(Ack::Release(lease, unwritten)).await {
                     Ok(fenced) => tracing::info!(job_id = job.id, result = ?fenced, "shutdown before the job's turn: lease released, attempt given back"),
                     Err(err) => tracing::warn!(job_id = job.id, error = %err, "shutdown: could not release the lease; the job is reclaimed when it expires"),
                 }
@@ -221,6 +234,9 @@ pub(crate) async fn run(
     let first_beat = held.first_beat(&policy, shared.heartbeats);
     // The heartbeat task and what stops it, once started.
     let mut beats: Option<(tokio::task::JoinHandle<Beat>, CancellationToken)> = None;
+    // A kept job's earlier failures, written at the first beat when this attempt runs
+    // that long (see `write_unwritten`); what is left unwritten comes back.
+    let mut writing: Option<tokio::task::JoinHandle<Unwritten>> = None;
     // One timer for the attempt, across the loop's turns (it turns once more when the
     // heartbeat task starts).
     let timeout = tokio::time::sleep_until(deadline);
@@ -260,6 +276,18 @@ pub(crate) async fn run(
                 let stop = CancellationToken::new();
                 let task = tokio::spawn(heartbeat(shared.clone(), lease, policy, held, next, stop.clone()));
                 beats = Some((task, stop));
+                if !unwritten.is_empty() {
+                    let shared = shared.clone();
+                    let failures = std::mem::take(&mut unwritten);
+                    writing = Some(tokio::spawn(async move {
+                        match write_unwritten(&shared, lease, failures.clone()).await {
+                            // Written; or the lease is gone, and so is what this
+                            // attempt would write.
+                            Ok(_) => Unwritten::default(),
+                            Err(_) => failures,
+                        }
+                    }));
+                }
             }
             _ = shared.hard_stop.cancelled() => break Ended::Shutdown,
         }
@@ -293,6 +321,11 @@ pub(crate) async fn run(
         // Lets a heartbeat already in flight finish its store call, so the result is
         // written after it, not overtaken by it.
         let _ = beats.await;
+    }
+    if let Some(writing) = writing {
+        // So is the write of the earlier failures: what it could not write goes with
+        // the result.
+        unwritten = writing.await.unwrap_or_default();
     }
     match &ended {
         Ended::Outcome(outcome) => report(
@@ -333,7 +366,7 @@ pub(crate) async fn run(
             // Fenced: if the job is still ours, it runs again at once with the attempt
             // given back. A heartbeat still in flight may land first and renew the
             // lease; the release then ends it all the same.
-            let released = shared.completer.send(Ack::Release(lease)).await;
+            let released = shared.completer.send(Ack::Release(lease, unwritten)).await;
             tracing::warn!(
                 job_id = job.id,
                 queue = %job.queue,
@@ -344,7 +377,7 @@ pub(crate) async fn run(
                 "no heartbeat got through within the lease: handler cancelled, its result discarded, lease released"
             );
         }
-        Ended::Shutdown => match shared.completer.send(Ack::Release(lease)).await {
+        Ended::Shutdown => match shared.completer.send(Ack::Release(lease, unwritten)).await {
             Ok(fenced) => {
                 if let Some(span) = span {
                     span.ended("released");
@@ -359,14 +392,15 @@ pub(crate) async fn run(
         },
         Ended::Outcome(outcome) => {
             let (transition, settled, kept) = finish(
-                &shared, &job, lease, &policy, outcome, slot, keep_until, &series,
+                &shared, &job, lease, &policy, outcome, slot, keep_until, unwritten, &series,
             )
             .await;
             if let Some(span) = span {
                 span.settled(&transition, &settled);
             }
-            if let Some((due, waiting)) = kept {
-                // The store counted the next attempt; it starts when this worker runs it.
+            if let Some((due, waiting, unwritten)) = kept {
+                // The next attempt is counted (in the store with the job's next
+                // write); it starts when this worker runs it.
                 job.attempts += 1;
                 job.run_at = job.attempted_at;
                 return Some(Kept {
@@ -374,6 +408,7 @@ pub(crate) async fn run(
                     due,
                     sent: claim_sent,
                     waiting,
+                    unwritten,
                 });
             }
         }
@@ -680,8 +715,12 @@ async fn heartbeat(
 /// directly, each retried on storage errors until the lease would be gone.
 ///
 /// A retry due before `keep_until` and within [`KEEP_MAX`] is kept (see the module
-/// docs): then the third value is when the next attempt is due, and the token that
-/// counts the job as waiting in this worker, taken before the slot is given up.
+/// docs), and its failure not written but added to `unwritten`: then the third value
+/// is when the next attempt is due, the token that counts the job as waiting in this
+/// worker, taken before the slot is given up, and the failures to write with the job's
+/// next result. Otherwise `unwritten` goes with this attempt's result: with a
+/// completion or a failure, in the same write; before a snooze or a cancel, in a
+/// write of its own.
 #[allow(clippy::too_many_arguments)]
 async fn finish(
     shared: &Shared,
@@ -691,8 +730,13 @@ async fn finish(
     outcome: Outcome,
     slot: Slot,
     keep_until: Option<Instant>,
+    mut unwritten: Unwritten,
     series: &JobSeries,
-) -> (Transition, Settled, Option<(Instant, TaskTrackerToken)>) {
+) -> (
+    Transition,
+    Settled,
+    Option<(Instant, TaskTrackerToken, Unwritten)>,
+) {
     let mut settlement = Settlement::decide(
         job,
         lease,
@@ -711,20 +755,58 @@ async fn finish(
         .flatten()
         .map(|delay| (Instant::now() + delay, shared.kept.token()));
     let written = match settlement.write().clone() {
+        // Kept: nothing to write now, and the slot is free.
+        SettleWrite::Fail(failure) if kept.is_some() => {
+            unwritten.push(job.id, failure.failure, failure.worker);
+            drop(slot);
+            Ok(Settled::Applied)
+        }
         // Completions and failures free the slot once queued (see crate::completer);
         // a snooze or a cancel keeps it until written.
         SettleWrite::Complete(lease) => shared
             .completer
-            .hand_over(Ack::Complete(lease), slot)
+            .hand_over(Ack::Complete(lease, std::mem::take(&mut unwritten)), slot)
             .await
             .map(Settled::from)
             .map_err(|err| err.to_string()),
         SettleWrite::Fail(failure) => shared
             .completer
-            .hand_over(Ack::Fail(failure), slot)
+            .hand_over(Ack::Fail(failure, std::mem::take(&mut unwritten)), slot)
             .await
             .map(Settled::from)
             .map_err(|err| err.to_string()),
+        SettleWrite::Snooze { .. } | SettleWrite::Cancel { .. } if !unwritten.is_empty() => {
+            // Written first, as a kept failure counting this attempt: the snooze then
+            // gives it back, or the cancel ends it.
+            let _slot = slot;
+            match write_unwritten(shared, lease, std::mem::take(&mut unwritten)).await {
+                Ok(Fenced::Applied) => settle_directly(shared, settlement.write()).await,
+                Ok(Fenced::LeaseLost) => Ok(Settled::LeaseLost),
+                Err(err) => Err(err.to_string()),
+            }
+        }
+        write => {
+            let _slot = slot;
+            settle_directly(shared, &write).await
+        }
+    };
+    let settled = written.unwrap_or_else(Settled::Unwritten);
+    if let (Settled::Applied, &Transition::Retry { delay, .. }, None) =
+        (&settled, settlement.transition(), &kept)
+    {
+        shared.due_soon.note(&job.queue, delay);
+    }
+    settlement.record_in(job.into(), &settled, Some(series));
+    let kept = kept
+        .filter(|_| settled == Settled::Applied)
+        .map(|(due, waiting)| (due, waiting, unwritten));
+    (settlement.transition().clone(), settled, kept)
+}
+
+/// Writes a snooze or a cancel straight to the store (not batched), retried on storage
+/// errors until the lease would be gone.
+async fn settle_directly(shared: &Shared, write: &SettleWrite) -> Result<Settled, String> {
+    match write.clone() {
         SettleWrite::Snooze { lease, delay } => retry("job_snooze", &shared.abandon, || {
             shared.store.job_snooze(JobSnoozeParams {
                 lease,
@@ -745,16 +827,30 @@ async fn finish(
         .await
         .map(settle::cancelled)
         .map_err(|err| err.to_string()),
-    };
-    let settled = written.unwrap_or_else(Settled::Unwritten);
-    if let (Settled::Applied, &Transition::Retry { delay, .. }, None) =
-        (&settled, settlement.transition(), &kept)
-    {
-        shared.due_soon.note(&job.queue, delay);
+        SettleWrite::Complete(_) | SettleWrite::Fail(_) => {
+            unreachable!("completions and failures go through the completer")
+        }
     }
-    settlement.record_in(job.into(), &settled, Some(series));
-    let kept = kept.filter(|_| settled == Settled::Applied);
-    (settlement.transition().clone(), settled, kept)
+}
+
+/// Writes a kept job's failures `unwritten` on their own, through the completer: the
+/// last one as [`FailAction::Keep`] of the attempt running now, the others before
+/// it. The job stays running under `lease`.
+///
+/// For an attempt that outlasts its first heartbeat (a kept job's failures would
+/// otherwise wait for the attempt's end to be seen, and be lost if the worker died
+/// meanwhile), and before a snooze or a cancel, which carry none.
+///
+/// [`FailAction::Keep`]: revenant_core::store::FailAction::Keep
+async fn write_unwritten(
+    shared: &Shared,
+    lease: LeaseRef,
+    unwritten: Unwritten,
+) -> Result<Fenced, crate::completer::AckError> {
+    match unwritten.keep(lease) {
+        Some((failure, earlier)) => shared.completer.send(Ack::Fail(failure, earlier)).await,
+        None => Ok(Fenced::Applied),
+    }
 }
 
 /// The text of a panic payload (`panic!("...")` gives a `&str` or a `String`).

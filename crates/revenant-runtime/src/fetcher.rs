@@ -75,7 +75,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use crate::completer::Ack;
+use crate::completer::{Ack, Unwritten};
 use crate::executor::{self, give_up_margin, Kept};
 use crate::gate::{self, Gate, Held};
 use crate::store_retry::retry;
@@ -92,6 +92,8 @@ struct Buffered {
     sent: Instant,
     /// Held while it is a suspect, waiting or running.
     suspect: Option<SuspectRunning>,
+    /// A kept job's failed attempts, written with its next result.
+    unwritten: Unwritten,
 }
 
 /// A claim in flight: its send time, how many jobs it asked for, whether it could take
@@ -216,7 +218,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
         if overdue > 0 {
             let jobs: Vec<Buffered> = buffer.drain(..overdue).collect();
             tracing::debug!(queue = %queue.name, jobs = jobs.len(), hold_ms = hold.as_millis() as u64, "claimed jobs waited too long for a slot: released");
-            let jobs = jobs.into_iter().map(|b| b.job).collect();
+            let jobs = jobs.into_iter().map(|b| (b.job, b.unwritten)).collect();
             let why = "released a claimed job that waited too long for a slot";
             keep_claiming(&mut claim, &mut landed, release(&shared, jobs, why)).await;
             stalled = true;
@@ -229,7 +231,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
         if overdue > 0 {
             let jobs = unhold(held_keys.as_mut(), held.drain(..overdue));
             tracing::debug!(queue = %queue.name, jobs = jobs.len(), hold_ms = hold.as_millis() as u64, "jobs held at their bulkhead waited too long: released");
-            let jobs = jobs.into_iter().map(|b| b.job).collect();
+            let jobs = jobs.into_iter().map(|b| (b.job, b.unwritten)).collect();
             let why = "released a job that waited too long at its bulkhead";
             keep_claiming(&mut claim, &mut landed, release(&shared, jobs, why)).await;
         }
@@ -406,7 +408,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
                 if stop.is_cancelled() {
                     // The signal came while the claim was in flight: give these back now
                     // rather than run them after the signal.
-                    release(&shared, jobs, "released a job claimed as shutdown began").await;
+                    release(&shared, fresh(jobs), "released a job claimed as shutdown began").await;
                     break;
                 }
                 let got = jobs.len();
@@ -417,11 +419,16 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
                 // buffered job first.
                 if got > asked {
                     let extra = jobs.split_off(asked);
-                    release(&shared, extra, "released a job claimed beyond what was asked").await;
+                    release(&shared, fresh(extra), "released a job claimed beyond what was asked").await;
                 }
                 for job in jobs {
                     let suspect = job.reclaimed.then(|| suspects.started());
-                    buffer.push_back(Buffered { job, sent, suspect });
+                    buffer.push_back(Buffered {
+                        job,
+                        sent,
+                        suspect,
+                        unwritten: Unwritten::default(),
+                    });
                 }
                 if got < asked && (reclaim || suspects.running() > 0) {
                     // The queue had fewer due jobs than asked: wait for a wake-up, or
@@ -451,10 +458,16 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
                 // for each cost about 1,300 instructions of a failed attempt's 29,000
                 // (callgrind, W2's failing drain of 20,000 jobs).
                 let mut next = Some(back);
-                while let Some(Kept { job, due, sent, waiting }) = next {
+                while let Some(Kept { job, due, sent, waiting, unwritten }) = next {
                     drop(waiting);
                     let at = kept.partition_point(|(d, _)| *d <= due);
-                    kept.insert(at, (due, Buffered { job, sent, suspect: None }));
+                    let job = Buffered {
+                        job,
+                        sent,
+                        suspect: None,
+                        unwritten,
+                    };
+                    kept.insert(at, (due, job));
                     next = kept_rx.try_recv().ok();
                 }
             }
@@ -482,6 +495,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
             job,
             sent: Instant::now(),
             suspect: None,
+            unwritten: Unwritten::default(),
         }));
     }
     drop(free);
@@ -494,13 +508,14 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
             job: back.job,
             sent: back.sent,
             suspect: None,
+            unwritten: back.unwritten,
         });
     }
     buffer.extend(kept.into_iter().map(|(_, b)| b));
     if !buffer.is_empty() {
         release(
             &shared,
-            buffer.into_iter().map(|b| b.job).collect(),
+            buffer.into_iter().map(|b| (b.job, b.unwritten)).collect(),
             "released a claimed job not started when shutdown began",
         )
         .await;
@@ -599,7 +614,7 @@ async fn start(
                 Err(err) => {
                     // Only at shutdown, or a fault retrying does not fix: the jobs go back.
                     tracing::warn!(error = %err, jobs = jobs.len(), "could not ask for dependency permits; releasing the claimed jobs");
-                    release(shared, claimed, "released a claimed job").await;
+                    release(shared, fresh(claimed), "released a claimed job").await;
                     return Started::default();
                 }
             }
@@ -613,6 +628,7 @@ async fn start(
                     job,
                     sent,
                     suspect: running,
+                    unwritten,
                 } = buffered;
                 let running = running.or_else(|| job.reclaimed.then(|| suspects.started()));
                 started.suspect |= running.is_some();
@@ -631,6 +647,7 @@ async fn start(
                     shared.completer.slot(permit),
                     ticket,
                     keep_until,
+                    unwritten,
                 ));
                 let back = keeping.map(|k| k.back.clone());
                 let shared = shared.clone();
@@ -640,9 +657,14 @@ async fn start(
                             // The fetcher has stopped: the job goes back unstarted.
                             // Boxed: the task holds what its future may hold at once,
                             // and a release's future is the larger part of it.
-                            let Kept { job, waiting, .. } = unsent.0;
+                            let Kept {
+                                job,
+                                waiting,
+                                unwritten,
+                                ..
+                            } = unsent.0;
                             let why = "released a kept job as shutdown began";
-                            Box::pin(release(&shared, vec![job], why)).await;
+                            Box::pin(release(&shared, vec![(job, unwritten)], why)).await;
                             drop(waiting);
                         }
                     }
@@ -677,16 +699,24 @@ fn unhold(
     .collect()
 }
 
+/// Claimed jobs with no failures unwritten, to [`release`].
+fn fresh(jobs: Vec<ClaimedJob>) -> Vec<(ClaimedJob, Unwritten)> {
+    jobs.into_iter()
+        .map(|job| (job, Unwritten::default()))
+        .collect()
+}
+
 /// Gives claimed, unstarted jobs back (fenced, back to `ready`, the attempt given
-/// back), all at once so the completer writes them in one call.
-async fn release(shared: &Shared, jobs: Vec<ClaimedJob>, why: &'static str) {
-    let sends = jobs.into_iter().map(|job| {
+/// back; a kept job's unwritten failures written with it), all at once so the
+/// completer writes them in one call.
+async fn release(shared: &Shared, jobs: Vec<(ClaimedJob, Unwritten)>, why: &'static str) {
+    let sends = jobs.into_iter().map(|(job, unwritten)| {
         let lease = LeaseRef {
             id: job.id,
             lease_token: job.lease_token,
         };
         async move {
-            match shared.completer.send(Ack::Release(lease)).await {
+            match shared.completer.send(Ack::Release(lease, unwritten)).await {
                 Ok(fenced) => {
                     tracing::info!(job_id = job.id, queue = %job.queue, result = ?fenced, "{why}")
                 }

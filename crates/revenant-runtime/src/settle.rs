@@ -197,6 +197,8 @@ impl Settlement {
     /// Makes a retry one the worker keeps ([`FailAction::Keep`]: the job stays running
     /// under its lease, its next attempt counted and due after the same delay), and
     /// returns that delay; `None`, and nothing changed, when the write is not a retry.
+    /// The executor does not write it then: it carries the failure to the job's next
+    /// write (see `crate::executor`).
     /// The transition, and so the log event and the metrics, stay a retry's: to an
     /// operator a kept retry is a retry that did not wait behind the queue.
     pub(crate) fn keep(&mut self) -> Option<Duration> {
@@ -221,6 +223,7 @@ impl Settlement {
             SettleWrite::Complete(lease) => fenced(
                 store
                     .job_complete(JobCompleteParams {
+                        kept: Vec::new(),
                         leases: vec![*lease],
                         now: None,
                     })
@@ -229,6 +232,7 @@ impl Settlement {
             SettleWrite::Fail(failure) => fenced(
                 store
                     .job_fail(JobFailParams {
+                        kept: Vec::new(),
                         failures: vec![failure.clone()],
                         now: None,
                     })

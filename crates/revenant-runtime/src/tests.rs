@@ -639,12 +639,13 @@ fn retry_after(backoff: Duration) -> RetryPolicy {
 }
 
 /// Runs one job that fails its first three attempts under `policy`, on a worker built
-/// by `worker`, and returns the job as it ended with the lease token each attempt saw
-/// in the store (a claim sets a new one; a kept retry keeps its lease).
+/// by `worker`, and returns the job as it ended with the lease token and the number of
+/// history entries each attempt saw in the store (a claim sets a new token; a kept
+/// retry keeps its lease, and its failure is written with the job's next result).
 async fn three_failures_then_success(
     policies: PolicySet,
     worker: impl FnOnce(WorkerBuilder) -> WorkerBuilder,
-) -> (Job, Vec<Option<i64>>) {
+) -> (Job, Vec<(Option<i64>, usize)>) {
     let store = Arc::new(FaultyStore::open().await);
     let tokens = Arc::new(std::sync::Mutex::new(Vec::new()));
     let handler = {
@@ -652,7 +653,8 @@ async fn three_failures_then_success(
         move |ctx: JobContext, _: serde_json::Value| {
             let (store, tokens) = (store.clone(), tokens.clone());
             async move {
-                let seen = store.job(ctx.id()).await.lease_token.map(|t| t.0);
+                let job = store.job(ctx.id()).await;
+                let seen = (job.lease_token.map(|t| t.0), job.errors.len());
                 tokens.lock().unwrap().push(seen);
                 if ctx.attempt() <= 3 {
                     return Err(JobError::retry(format!("503 on attempt {}", ctx.attempt())));
@@ -685,11 +687,18 @@ async fn three_failures_then_success(
 
 /// A worker that claims ahead keeps a retry due within milliseconds: the job stays
 /// running under the lease it was claimed with (every attempt sees the same token),
-/// and each failure is recorded with its attempt, as one through the queue would be.
+/// its failures are not written while it runs again (no attempt sees an entry), and
+/// each is recorded with its attempt in the write of its completion, as one through
+/// the queue would be.
 #[tokio::test]
 async fn a_worker_that_claims_ahead_keeps_its_short_retries() {
-    let (job, tokens) =
+    let (job, seen) =
         three_failures_then_success(PolicySet::new(retry_after(ms(1))), |b| b.claim_ahead(4)).await;
+    assert!(
+        seen.iter().all(|(_, entries)| *entries == 0),
+        "the kept failures wait for the job's next result: {seen:?}"
+    );
+    let tokens: Vec<Option<i64>> = seen.iter().map(|(token, _)| *token).collect();
     assert_eq!(job.status, JobState::Completed, "{job:#?}");
     assert_eq!(job.attempts, 4);
     let attempts: Vec<i32> = job.errors.iter().map(|e| e.attempt).collect();
@@ -728,7 +737,13 @@ async fn retries_go_through_the_queue_without_claim_ahead_or_when_due_later() {
             4,
         ),
     ] {
-        let (job, tokens) = three_failures_then_success(policies, |b| b.claim_ahead(ahead)).await;
+        let (job, seen) = three_failures_then_success(policies, |b| b.claim_ahead(ahead)).await;
+        let tokens: Vec<Option<i64>> = seen.iter().map(|(token, _)| *token).collect();
+        assert_eq!(
+            seen.iter().map(|(_, entries)| *entries).collect::<Vec<_>>(),
+            [0, 1, 2, 3],
+            "{case}: each failure written before the next attempt"
+        );
         assert_eq!(
             (job.status, job.attempts),
             (JobState::Completed, 4),
@@ -746,7 +761,7 @@ async fn retries_go_through_the_queue_without_claim_ahead_or_when_due_later() {
 
 /// A kept job waiting for a slot when the shutdown signal comes is released like a
 /// buffered one: back to `ready`, the attempt it was kept for given back, its failure
-/// recorded, and not run again.
+/// recorded (written with the release, as a retry), and not run again.
 #[tokio::test]
 async fn a_kept_job_waiting_for_a_slot_is_released_at_shutdown() {
     let store = Arc::new(FaultyStore::open().await);
@@ -773,15 +788,20 @@ async fn a_kept_job_waiting_for_a_slot_is_released_at_shutdown() {
     enqueue(&store, "hold", json!(null)).await;
     let (shutdown, task) = start(worker);
     wait_for("the held job to start", || gate.started() == 1).await;
-    wait_until(
-        &store,
-        "the flaky job kept for its second attempt",
-        |jobs| {
-            jobs.iter()
-                .any(|j| j.id == flaky_id && j.status == JobState::Running && j.attempts == 2)
-        },
-    )
+    wait_for("the flaky job's first attempt", || {
+        runs.load(Ordering::SeqCst) == 1
+    })
     .await;
+    // Kept, its failure is not written: the job stays running with the attempt of its
+    // claim. (Not kept, it would be `ready` by now; on a machine too busy to have
+    // ended the attempt yet, the check passes as well, and so does the rest.)
+    tokio::time::sleep(ms(200)).await;
+    let kept = store.job(flaky_id).await;
+    assert_eq!(
+        (kept.status, kept.attempts, kept.errors.len()),
+        (JobState::Running, 1, 0),
+        "{kept:#?}"
+    );
     shutdown.shutdown();
     wait_until(&store, "the kept job released", |jobs| {
         jobs.iter()
@@ -798,6 +818,70 @@ async fn a_kept_job_waiting_for_a_slot_is_released_at_shutdown() {
         1,
         "the kept job did not run again"
     );
+}
+
+/// A kept job whose next attempt outlasts its first heartbeat has its kept failure
+/// written then, while the attempt runs, not at its end: the attempt sees its entry
+/// in the store and the next attempt counted. Its completion adds nothing more.
+#[tokio::test]
+async fn a_kept_failure_is_written_at_the_first_heartbeat_of_a_long_attempt() {
+    let store = Arc::new(FaultyStore::open().await);
+    let policy = retry_after(ms(1))
+        .to_builder()
+        .lease(ms(3_000))
+        .attempt_timeout(ms(2_000))
+        .heartbeat(ms(100))
+        .build()
+        .unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    let handler = {
+        let (store, seen) = (store.clone(), seen.clone());
+        move |ctx: JobContext, _: serde_json::Value| {
+            let (store, seen) = (store.clone(), seen.clone());
+            async move {
+                if ctx.attempt() == 1 {
+                    return Err(JobError::retry("503 on attempt 1"));
+                }
+                // The second attempt waits (at most its timeout) for the first
+                // attempt's failure to be written.
+                loop {
+                    let job = store.job(ctx.id()).await;
+                    if !job.errors.is_empty() {
+                        *seen.lock().unwrap() = Some((job.attempts, job.errors.clone()));
+                        return Ok(());
+                    }
+                    tokio::time::sleep(ms(20)).await;
+                }
+            }
+        }
+    };
+    let worker = builder_with(&store, 1)
+        .claim_ahead(2)
+        .policies(PolicySet::new(policy))
+        .handler_fn("flaky", handler)
+        .build()
+        .unwrap();
+    let id = enqueue(&store, "flaky", json!(null)).await;
+    let (shutdown, task) = start(worker);
+    wait_until(&store, "the job to finish", all_terminal).await;
+    shutdown.shutdown();
+    task.await.unwrap();
+    let job = store.job(id).await;
+    assert_eq!(
+        (job.status, job.attempts),
+        (JobState::Completed, 2),
+        "{job:#?}"
+    );
+    let (attempts, errors) = seen
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the second attempt saw the first one's failure written");
+    assert_eq!(attempts, 2, "the running attempt is counted");
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].attempt, 1);
+    assert_eq!(errors[0].message, "503 on attempt 1");
+    assert_eq!(job.errors, errors, "the completion wrote no entry twice");
 }
 
 /// Jobs claimed ahead into the buffer and not started when the shutdown signal comes

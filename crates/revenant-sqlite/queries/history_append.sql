@@ -1,15 +1,19 @@
-    -- history_append.sql, the new history of a failed job: `failed.entry` (one
-    -- ErrorEntry as a JSON object) at the end of `jobs.errors`, the newest ?2 entries
-    -- kept (ErrorEntry::HISTORY_LIMIT). Nearly every history has room, and the entry
-    -- is inserted at its end; a full one is rebuilt from its newest ?2 entries, in
-    -- order (`key` is an entry's index), whatever its stored length. The statement
-    -- appends, so its batch carries each entry once, not each job's whole history
-    -- read out, parsed and sent back as a string. The head of each statement that
-    -- uses it ends in `errors =`, and its tail names the batch `failed`.
+    -- history_append.sql, the new history of a failed job: `failed.entries` (a JSON
+    -- array of ErrorEntry objects: the job's kept failures, then its own) at the end of
+    -- `jobs.errors`, the newest ?2 entries kept (ErrorEntry::HISTORY_LIMIT). Nearly
+    -- every write appends one entry to a history that has room, and the entry is
+    -- inserted at its end; otherwise the history is rebuilt from the newest ?2 of both,
+    -- in order (`key` is an entry's index), whatever its stored length. The statement
+    -- appends, so its batch carries each entry once, not each job's whole history read
+    -- out, parsed and sent back as a string. The head of each statement that uses it
+    -- ends in `errors =`, and its tail names the batch `failed`.
     CASE
-        WHEN json_array_length(jobs.errors) < ?2
-            THEN json_insert(jobs.errors, '$[#]', json(failed.entry))
-        ELSE (SELECT json_group_array(json(value) ORDER BY key)
-              FROM json_each(json_insert(jobs.errors, '$[#]', json(failed.entry)))
-              WHERE key > json_array_length(jobs.errors) - ?2)
+        WHEN json_array_length(failed.entries) = 1 AND json_array_length(jobs.errors) < ?2
+            THEN json_insert(jobs.errors, '$[#]', json(failed.entries -> 0))
+        ELSE (SELECT json_group_array(json(value) ORDER BY k)
+              FROM (SELECT key AS k, value FROM json_each(jobs.errors)
+                    UNION ALL
+                    SELECT json_array_length(jobs.errors) + key, value
+                    FROM json_each(failed.entries))
+              WHERE k >= json_array_length(jobs.errors) + json_array_length(failed.entries) - ?2)
     END

@@ -1,4 +1,4 @@
 FROM (SELECT value ->> 0 AS id, value ->> 1 AS reason, value ->> 2 AS fingerprint,
-             value -> 3 AS entry
+             value -> 3 AS entries, value ->> 4 AS attempts
       FROM json_each(?1)) AS failed
 WHERE jobs.id = failed.id AND +jobs.status = 'running'

@@ -56,6 +56,11 @@ pub(crate) const JOB_CLAIMED: &str = include_str!("../queries/job_claimed.sql");
 pub(crate) const JOB_CLAIMED_RUN: &str = include_str!("../queries/job_claimed_run.sql");
 pub(crate) const JOB_RUNNING_BY_IDS: &str = include_str!("../queries/job_running_by_ids.sql");
 pub(crate) const JOB_COMPLETE_BATCH: &str = include_str!("../queries/job_complete_batch.sql");
+pub(crate) const JOB_COMPLETE_KEPT_BATCH: &str = concat!(
+    include_str!("../queries/job_complete_kept_batch.sql"),
+    include_str!("../queries/history_append.sql"),
+    include_str!("../queries/job_complete_kept_batch_tail.sql"),
+);
 pub(crate) const JOB_FAIL_RETRY_BATCH: &str = concat!(
     include_str!("../queries/job_fail_retry_batch.sql"),
     include_str!("../queries/history_append.sql"),

@@ -20,9 +20,10 @@ use revenant_core::store::{
     FingerprintGroup, JobCancelParams, JobClaimParams, JobCompleteParams, JobEnqueueParams,
     JobFailParams, JobFilter, JobGetParams, JobHeartbeatParams, JobListParams, JobPruneParams,
     JobPurgeParams, JobRedriveParams, JobReleaseParams, JobSnoozeParams, JobSweepParams,
-    JobVacuumParams, JobVacuumed, LeaseRef, PolicyDeleteParams, PolicyRecord, PolicySetParams,
-    QueueHistoryParams, QueueHistoryPoint, QueuePauseParams, QueueStats, QueueStatsParams,
-    RedriveHistoryParams, RedriveRecord, WorkerHeartbeatParams, WorkerInfo, WorkerRemoveParams,
+    JobVacuumParams, JobVacuumed, KeptFailure, LeaseRef, PolicyDeleteParams, PolicyRecord,
+    PolicySetParams, QueueHistoryParams, QueueHistoryPoint, QueuePauseParams, QueueStats,
+    QueueStatsParams, RedriveHistoryParams, RedriveRecord, WorkerHeartbeatParams, WorkerInfo,
+    WorkerRemoveParams,
 };
 use revenant_core::{
     fingerprint, ClaimedJob, DeadReason, ErrorEntry, FailureClass, Job, JobId, JobState,
@@ -424,26 +425,36 @@ impl SqliteStore {
 
     /// Completes `params`' jobs whose leases hold, in `tx`, at `now`: one read of the
     /// running rows for the batch, the fence checked in Rust, then one update for the
-    /// jobs that hold. The write transaction keeps the rows from changing in between.
-    /// Returns one result per lease and the queues whose grouped jobs it unblocked.
+    /// jobs that hold, and one for those that carry kept failures (with the failure
+    /// log). The write transaction keeps the rows from changing in between. Returns one
+    /// result per lease and the queues whose grouped jobs it unblocked.
     async fn complete_in(
         tx: &mut Transaction<'static, Sqlite>,
         params: &JobCompleteParams,
         now: i64,
     ) -> Result<(Vec<Fenced>, BTreeSet<String>), StoreError> {
         let mut running = Self::running_by_ids(tx, params.leases.iter().map(|l| l.id)).await?;
+        let mut kept = KeptByJob::of(&params.kept);
         let mut results = Vec::with_capacity(params.leases.len());
         let mut applied = Vec::with_capacity(params.leases.len());
+        let mut with_kept: Vec<(JobId, Vec<ErrorEntry>, i32)> = Vec::new();
+        let mut logged = FailureLog::default();
         let mut unblocked = BTreeSet::new();
         for lease in &params.leases {
             let Some(row) = take_fenced(&mut running, lease) else {
                 results.push(Fenced::LeaseLost);
                 continue;
             };
+            let entries = kept.entries(&row, now)?;
+            if entries.is_empty() {
+                applied.push(lease.id);
+            } else {
+                logged.count(&row.queue, &entries);
+                with_kept.push((lease.id, entries, row.attempts + kept.counted(lease.id)));
+            }
             if row.group_key.is_some() {
                 unblocked.insert(row.queue);
             }
-            applied.push(lease.id);
             results.push(Fenced::Applied);
         }
         if !applied.is_empty() {
@@ -454,6 +465,16 @@ impl SqliteStore {
                 .await
                 .map_err(classify)?;
         }
+        if !with_kept.is_empty() {
+            sqlx::query(sql::JOB_COMPLETE_KEPT_BATCH)
+                .bind(json_array(&with_kept)?)
+                .bind(HISTORY_LIMIT)
+                .bind(now)
+                .execute(&mut **tx)
+                .await
+                .map_err(classify)?;
+        }
+        logged.write(tx, now).await?;
         Ok((results, unblocked))
     }
 
@@ -461,8 +482,9 @@ impl SqliteStore {
     /// [`Self::complete_in`]: one read for the batch, the fence checked in Rust, then
     /// one statement for every retry, one for every kept retry, one for every death
     /// and one for the failure log. Each statement appends the entries to the
-    /// histories itself (history_append.sql says why). Returns one result per
-    /// failure and the queues to wake.
+    /// histories itself (history_append.sql says why), a job's kept failures
+    /// ([`KeptFailure`]) before its own. Returns one result per failure and the
+    /// queues to wake.
     async fn fail_in(
         tx: &mut Transaction<'static, Sqlite>,
         params: &JobFailParams,
@@ -471,12 +493,12 @@ impl SqliteStore {
         let at = timestamp(now, "now")?;
         let mut running =
             Self::running_by_ids(tx, params.failures.iter().map(|f| f.lease.id)).await?;
+        let mut kept_failures = KeptByJob::of(&params.kept);
         let mut results = Vec::with_capacity(params.failures.len());
-        let mut retries: Vec<(JobId, i64, ErrorEntry)> = Vec::new();
-        let mut kept: Vec<(JobId, i64, ErrorEntry)> = Vec::new();
-        let mut dead: Vec<(JobId, &str, String, ErrorEntry)> = Vec::new();
-        // Failures per queue and class: the failure log gets one row for each.
-        let mut logged: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
+        let mut retries: Vec<(JobId, i64, Vec<ErrorEntry>, i32)> = Vec::new();
+        let mut kept: Vec<(JobId, i64, Vec<ErrorEntry>, i32)> = Vec::new();
+        let mut dead: Vec<(JobId, &str, String, Vec<ErrorEntry>, i32)> = Vec::new();
+        let mut logged = FailureLog::default();
         let mut wake = BTreeSet::new();
         for failure in &params.failures {
             let lease = failure.lease;
@@ -484,35 +506,39 @@ impl SqliteStore {
                 results.push(Fenced::LeaseLost);
                 continue;
             };
+            let mut entries = kept_failures.entries(&row, now)?;
+            // The job's attempts with its kept failures counted.
+            let attempts = row.attempts + kept_failures.counted(lease.id);
             let queue = row.queue;
             let grouped = row.group_key.is_some();
             let entry = ErrorEntry {
-                attempt: row.attempts,
+                attempt: attempts,
                 at,
                 class: failure.failure.class,
                 message: ErrorEntry::truncate_message(&failure.failure.message),
                 worker: failure.worker.clone().or(row.worker),
             };
-            *logged
-                .entry((queue.clone(), failure.failure.class.as_str()))
-                .or_default() += 1;
+            let print = matches!(failure.action, FailAction::Dead { .. })
+                .then(|| fingerprint::fingerprint(&entry.message));
+            entries.push(entry);
+            logged.count(&queue, &entries);
             match &failure.action {
                 FailAction::Retry { delay } | FailAction::Keep { delay } => {
                     let due = now.saturating_add(millis(held_delay(*delay)));
                     // A kept job with no attempts left is retried instead, as on
                     // PostgreSQL.
                     let keep = matches!(failure.action, FailAction::Keep { .. })
-                        && row.attempts < row.max_attempts;
+                        && attempts < row.max_attempts;
                     if keep {
-                        kept.push((lease.id, due, entry));
+                        kept.push((lease.id, due, entries, attempts + 1));
                     } else {
-                        retries.push((lease.id, due, entry));
+                        retries.push((lease.id, due, entries, attempts));
                         wake.insert(queue);
                     }
                 }
                 FailAction::Dead { reason } => {
-                    let print = fingerprint::fingerprint(&entry.message);
-                    dead.push((lease.id, reason.as_str(), print, entry));
+                    let print = print.unwrap_or_default();
+                    dead.push((lease.id, reason.as_str(), print, entries, attempts));
                     if grouped {
                         wake.insert(queue);
                     }
@@ -545,18 +571,7 @@ impl SqliteStore {
                 .await
                 .map_err(classify)?;
         }
-        if !logged.is_empty() {
-            let logged: Vec<(&str, &str, i64)> = logged
-                .iter()
-                .map(|((queue, class), n)| (queue.as_str(), *class, *n))
-                .collect();
-            sqlx::query(sql::ATTEMPT_FAILURE_LOG_BATCH)
-                .bind(json_array(&logged)?)
-                .bind(now)
-                .execute(&mut **tx)
-                .await
-                .map_err(classify)?;
-        }
+        logged.write(tx, now).await?;
         Ok((results, wake))
     }
 
@@ -908,6 +923,88 @@ struct Running {
     attempts: i32,
     max_attempts: i32,
     worker: Option<String>,
+}
+
+/// A batch's kept failures ([`KeptFailure`]) by job, in the order given.
+struct KeptByJob<'a> {
+    by_job: HashMap<JobId, Vec<&'a KeptFailure>>,
+}
+
+impl<'a> KeptByJob<'a> {
+    fn of(kept: &'a [KeptFailure]) -> Self {
+        let mut by_job: HashMap<JobId, Vec<&KeptFailure>> = HashMap::new();
+        for failure in kept {
+            by_job.entry(failure.id).or_default().push(failure);
+        }
+        KeptByJob { by_job }
+    }
+
+    /// How many kept failures job `id` carries: each counts one attempt.
+    fn counted(&self, id: JobId) -> i32 {
+        self.by_job
+            .get(&id)
+            .map_or(0, |kept| i32::try_from(kept.len()).unwrap_or(i32::MAX))
+    }
+
+    /// The history entries of `row`'s kept failures, numbered
+    /// from its stored attempts up, each at `now` less its age.
+    fn entries(&mut self, row: &Running, now: i64) -> Result<Vec<ErrorEntry>, StoreError> {
+        let Some(kept) = self.by_job.get(&row.id) else {
+            return Ok(Vec::new());
+        };
+        kept.iter()
+            .zip(row.attempts..)
+            .map(|(failure, attempt)| {
+                Ok(ErrorEntry {
+                    attempt,
+                    at: timestamp(now.saturating_sub(millis(failure.ago)), "now")?,
+                    class: failure.failure.class,
+                    message: ErrorEntry::truncate_message(&failure.failure.message),
+                    worker: failure.worker.clone().or_else(|| row.worker.clone()),
+                })
+            })
+            .collect()
+    }
+}
+
+/// A batch's failed attempts per queue and class, for the failure log (queue_stats'
+/// failure count): one row for each.
+#[derive(Default)]
+struct FailureLog {
+    counts: BTreeMap<(String, &'static str), i64>,
+}
+
+impl FailureLog {
+    fn count(&mut self, queue: &str, entries: &[ErrorEntry]) {
+        for entry in entries {
+            *self
+                .counts
+                .entry((queue.to_string(), entry.class.as_str()))
+                .or_default() += 1;
+        }
+    }
+
+    async fn write(
+        &self,
+        tx: &mut Transaction<'static, Sqlite>,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        if self.counts.is_empty() {
+            return Ok(());
+        }
+        let logged: Vec<(&str, &str, i64)> = self
+            .counts
+            .iter()
+            .map(|((queue, class), n)| (queue.as_str(), *class, *n))
+            .collect();
+        sqlx::query(sql::ATTEMPT_FAILURE_LOG_BATCH)
+            .bind(json_array(&logged)?)
+            .bind(now)
+            .execute(&mut **tx)
+            .await
+            .map_err(classify)?;
+        Ok(())
+    }
 }
 
 /// One value a statement built with `json_group_array` (`what` names it in the error).
@@ -2031,6 +2128,7 @@ mod tests {
             ("job_claimed", sql::JOB_CLAIMED),
             ("job_running_by_ids", sql::JOB_RUNNING_BY_IDS),
             ("job_complete_batch", sql::JOB_COMPLETE_BATCH),
+            ("job_complete_kept_batch", sql::JOB_COMPLETE_KEPT_BATCH),
             ("job_fail_retry_batch", sql::JOB_FAIL_RETRY_BATCH),
             ("job_fail_keep_batch", sql::JOB_FAIL_KEEP_BATCH),
             ("job_fail_dead_batch", sql::JOB_FAIL_DEAD_BATCH),
@@ -2115,6 +2213,7 @@ mod tests {
             ("job_claimed_run", sql::JOB_CLAIMED_RUN),
             ("job_running_by_ids", sql::JOB_RUNNING_BY_IDS),
             ("job_complete_batch", sql::JOB_COMPLETE_BATCH),
+            ("job_complete_kept_batch", sql::JOB_COMPLETE_KEPT_BATCH),
             ("job_fail_retry_batch", sql::JOB_FAIL_RETRY_BATCH),
             ("job_fail_keep_batch", sql::JOB_FAIL_KEEP_BATCH),
             ("dead_fingerprints", sql::DEAD_FINGERPRINTS),

@@ -112,6 +112,7 @@ async fn a_batch_of_failures_logs_a_row_per_class() {
     assert_eq!(claimed.len(), 100);
     let written = store
         .job_fail(JobFailParams {
+            kept: Vec::new(),
             failures: failure_storm(&claimed),
             now: Some(at(2)),
         })

@@ -59,6 +59,7 @@ pub async fn cancel_by_id_cancels_a_running_job_and_its_lease_is_lost(store: Arc
     assert_eq!(heartbeat, Fenced::LeaseLost);
     let ack = store
         .job_complete(JobCompleteParams {
+            kept: Vec::new(),
             leases: vec![lease_of(&running)],
             now: Some(at(7)),
         })

@@ -378,6 +378,7 @@ pub async fn concurrent_reclaimers_take_each_expired_job_once(store: Arc<dyn Sto
     }
     let stale = store
         .job_complete(JobCompleteParams {
+            kept: Vec::new(),
             leases: old.iter().map(lease_of).collect(),
             now: Some(at(101)),
         })

@@ -12,6 +12,7 @@ pub async fn fail_retry_sets_run_at_and_keeps_the_attempt_spent(store: Arc<dyn S
     let running = stage.running(job("q", "k"), t0()).await;
     let result = store
         .job_fail(JobFailParams {
+            kept: Vec::new(),
             failures: vec![JobFailure {
                 lease: lease_of(&running),
                 failure: failure(FailureClass::Transient, "503 from provider"),
@@ -83,6 +84,7 @@ pub async fn fail_keep_leaves_the_job_running_and_counts_its_next_attempt(store:
     };
     let result = store
         .job_fail(JobFailParams {
+            kept: Vec::new(),
             failures: vec![stale],
             now: Some(at(4)),
         })
@@ -311,6 +313,7 @@ pub async fn fail_reports_each_failure_on_its_own(store: Arc<dyn Store>) {
     stage.complete(&b, at(1)).await;
     let result = store
         .job_fail(JobFailParams {
+            kept: Vec::new(),
             failures: vec![
                 JobFailure {
                     lease: lease_of(&a),
@@ -421,6 +424,7 @@ pub async fn every_way_a_failure_is_written_keeps_its_entry_verbatim(store: Arc<
     };
     let result = store
         .job_fail(JobFailParams {
+            kept: Vec::new(),
             failures: vec![
                 failed(&kept, keep()),
                 failed(&retried, FailAction::Retry { delay: secs(5) }),

@@ -16,6 +16,7 @@ async fn heartbeat(store: &Arc<dyn Store>, lease: LeaseRef, now: Timestamp) -> F
 async fn complete(store: &Arc<dyn Store>, leases: Vec<LeaseRef>, now: Timestamp) -> Vec<Fenced> {
     store
         .job_complete(JobCompleteParams {
+            kept: Vec::new(),
             leases,
             now: Some(now),
         })
@@ -131,6 +132,7 @@ pub async fn late_fail_after_reclaim_is_rejected(store: Arc<dyn Store>) {
     ] {
         let result = store
             .job_fail(JobFailParams {
+                kept: Vec::new(),
                 failures: vec![JobFailure {
                     lease: lease_of(&first),
                     failure: failure(FailureClass::Transient, "late"),
@@ -207,6 +209,7 @@ pub async fn a_lease_repeated_in_one_batch_applies_once(store: Arc<dyn Store>) {
     };
     let result = store
         .job_fail(JobFailParams {
+            kept: Vec::new(),
             failures: vec![retry(lease_of(&c)), retry(lease_of(&c))],
             now: Some(at(2)),
         })

@@ -8,6 +8,7 @@ pub mod dependency;
 pub mod enqueue;
 pub mod fail;
 pub mod group;
+pub mod kept;
 pub mod lease;
 pub mod policy;
 pub mod prune;

@@ -256,6 +256,7 @@ pub async fn a_batch_of_failures_counts_each_failure(store: Arc<dyn Store>) {
     stale.lease_token = revenant_core::LeaseToken(stale.lease_token.0 ^ 1);
     let first = store
         .job_fail(JobFailParams {
+            kept: Vec::new(),
             failures: vec![
                 failed(&emails[0], FailureClass::Transient, retry()),
                 failed(&emails[1], FailureClass::Transient, retry()),
@@ -284,6 +285,7 @@ pub async fn a_batch_of_failures_counts_each_failure(store: Arc<dyn Store>) {
     assert_eq!(first[6], Fenced::LeaseLost);
     let second = store
         .job_fail(JobFailParams {
+            kept: Vec::new(),
             failures: vec![
                 failed(&emails[5], FailureClass::Transient, retry()),
                 failed(&emails[6], FailureClass::Transient, retry()),

@@ -428,6 +428,7 @@ mod tests {
 
     fn failed(lease: LeaseRef) -> Settle {
         Settle::Fail(JobFailParams {
+            kept: Vec::new(),
             failures: vec![JobFailure {
                 lease,
                 failure: Failure {
@@ -461,6 +462,7 @@ mod tests {
         let store = SqliteStore::open_temporary().await.unwrap();
         let leases = claimed_two(&store).await;
         let (complete, completed) = settle(Settle::Complete(JobCompleteParams {
+            kept: Vec::new(),
             leases: vec![leases[0]],
             now: None,
         }));
@@ -494,6 +496,7 @@ mod tests {
         .await
         .unwrap();
         let (complete, completed) = settle(Settle::Complete(JobCompleteParams {
+            kept: Vec::new(),
             leases: vec![leases[0]],
             now: None,
         }));

@@ -521,7 +521,11 @@ pub async fn store_drain(args: &Args) -> Result<serde_json::Value, Error> {
             .collect::<Vec<_>>();
         done += leases.len() as u64;
         store
-            .job_complete(JobCompleteParams { leases, now: None })
+            .job_complete(JobCompleteParams {
+                leases,
+                kept: Vec::new(),
+                now: None,
+            })
             .await?;
         progress.tick(done);
     }

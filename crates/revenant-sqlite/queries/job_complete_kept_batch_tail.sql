@@ -1,0 +1,3 @@
+FROM (SELECT value ->> 0 AS id, value -> 1 AS entries, value ->> 2 AS attempts
+      FROM json_each(?1)) AS failed
+WHERE jobs.id = failed.id AND +jobs.status = 'running'
