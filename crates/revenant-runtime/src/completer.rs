@@ -144,17 +144,13 @@ impl Unwritten {
     /// These failures written on their own while the kept job `lease` runs its next
     /// attempt: the last one as [`FailAction::Keep`] (the attempt running now is the
     /// one it counts), due now, with the others before it. `None` when there are none.
-    pub(crate) fn keep(mut self, lease: LeaseRef) -> Option<(JobFailure, Unwritten)> {
-        let (last, _) = self.0.pop()?;
-        let failure = JobFailure {
+    pub(crate) fn keep(self, lease: LeaseRef) -> Option<(JobFailure, Unwritten)> {
+        self.last_as(
             lease,
-            failure: last.failure,
-            action: FailAction::Keep {
+            FailAction::Keep {
                 delay: Duration::ZERO,
             },
-            worker: last.worker,
-        };
-        Some((failure, self))
+        )
     }
 
     /// A release of the kept job `lease` that carries these failures: a retry of its
@@ -162,14 +158,22 @@ impl Unwritten {
     /// to `ready` with the attempt its worker counted and did not start given back:
     /// the store counts one attempt per failure it records, and the last one's retry
     /// counts none. `None` when there are none.
-    fn release(mut self, lease: LeaseRef) -> Option<(JobFailure, Unwritten)> {
+    fn release(self, lease: LeaseRef) -> Option<(JobFailure, Unwritten)> {
+        self.last_as(
+            lease,
+            FailAction::Retry {
+                delay: Duration::ZERO,
+            },
+        )
+    }
+
+    /// The last failure as a write of its own with `action`, and the others.
+    fn last_as(mut self, lease: LeaseRef, action: FailAction) -> Option<(JobFailure, Unwritten)> {
         let (last, _) = self.0.pop()?;
         let failure = JobFailure {
             lease,
             failure: last.failure,
-            action: FailAction::Retry {
-                delay: Duration::ZERO,
-            },
+            action,
             worker: last.worker,
         };
         Some((failure, self))

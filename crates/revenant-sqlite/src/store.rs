@@ -465,15 +465,7 @@ impl SqliteStore {
                 .await
                 .map_err(classify)?;
         }
-        if !with_kept.is_empty() {
-            sqlx::query(sql::JOB_COMPLETE_KEPT_BATCH)
-                .bind(json_array(&with_kept)?)
-                .bind(HISTORY_LIMIT)
-                .bind(now)
-                .execute(&mut **tx)
-                .await
-                .map_err(classify)?;
-        }
+        append_batch(tx, sql::JOB_COMPLETE_KEPT_BATCH, &with_kept, Some(now)).await?;
         logged.write(tx, now).await?;
         Ok((results, unblocked))
     }
@@ -546,31 +538,9 @@ impl SqliteStore {
             }
             results.push(Fenced::Applied);
         }
-        if !retries.is_empty() {
-            sqlx::query(sql::JOB_FAIL_RETRY_BATCH)
-                .bind(json_array(&retries)?)
-                .bind(HISTORY_LIMIT)
-                .execute(&mut **tx)
-                .await
-                .map_err(classify)?;
-        }
-        if !kept.is_empty() {
-            sqlx::query(sql::JOB_FAIL_KEEP_BATCH)
-                .bind(json_array(&kept)?)
-                .bind(HISTORY_LIMIT)
-                .execute(&mut **tx)
-                .await
-                .map_err(classify)?;
-        }
-        if !dead.is_empty() {
-            sqlx::query(sql::JOB_FAIL_DEAD_BATCH)
-                .bind(json_array(&dead)?)
-                .bind(HISTORY_LIMIT)
-                .bind(now)
-                .execute(&mut **tx)
-                .await
-                .map_err(classify)?;
-        }
+        append_batch(tx, sql::JOB_FAIL_RETRY_BATCH, &retries, None).await?;
+        append_batch(tx, sql::JOB_FAIL_KEEP_BATCH, &kept, None).await?;
+        append_batch(tx, sql::JOB_FAIL_DEAD_BATCH, &dead, Some(now)).await?;
         logged.write(tx, now).await?;
         Ok((results, wake))
     }
@@ -923,6 +893,29 @@ struct Running {
     attempts: i32,
     max_attempts: i32,
     worker: Option<String>,
+}
+
+/// Runs one of the statements that write a batch's failures into the histories
+/// (history_append.sql), unless the batch is empty: ?1 the batch as a JSON array, ?2
+/// how many entries a history keeps, ?3 `now` for those that take it.
+async fn append_batch<T: serde::Serialize>(
+    tx: &mut Transaction<'static, Sqlite>,
+    statement: &'static str,
+    batch: &[T],
+    now: Option<i64>,
+) -> Result<(), StoreError> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let query = sqlx::query(statement)
+        .bind(json_array(&batch)?)
+        .bind(HISTORY_LIMIT);
+    let query = match now {
+        Some(now) => query.bind(now),
+        None => query,
+    };
+    query.execute(&mut **tx).await.map_err(classify)?;
+    Ok(())
 }
 
 /// A batch's kept failures ([`KeptFailure`]) by job, in the order given.
