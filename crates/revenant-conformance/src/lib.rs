@@ -382,6 +382,7 @@ mod tests {
             ("dependency", include_str!("cases/dependency.rs")),
             ("enqueue", include_str!("cases/enqueue.rs")),
             ("fail", include_str!("cases/fail.rs")),
+            ("kept", include_str!("cases/kept.rs")),
             ("group", include_str!("cases/group.rs")),
             ("lease", include_str!("cases/lease.rs")),
             ("policy", include_str!("cases/policy.rs")),

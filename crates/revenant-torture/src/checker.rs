@@ -236,8 +236,17 @@ pub fn check_with(
                 run_index.insert((*pid, *job, *attempt), (*job, list.len()));
                 // A process's file is in its own order: the latest claim of this
                 // (job, attempt) read so far is the one this run holds, even when a
-                // released attempt is claimed again by the same process.
-                let claim = claim_tokens.get(&(*pid, *job, *attempt)).copied();
+                // released attempt is claimed again by the same process. An attempt
+                // with no claim of its own is a kept retry (see revenant-runtime's
+                // executor): it runs under the lease of the attempt before it in the
+                // same process.
+                let claim = claim_tokens
+                    .get(&(*pid, *job, *attempt))
+                    .or_else(|| claim_tokens.get(&(*pid, *job, *attempt - 1)))
+                    .copied();
+                if let Some(claim) = claim {
+                    claim_tokens.entry((*pid, *job, *attempt)).or_insert(claim);
+                }
                 list.push(Run {
                     pid: *pid,
                     attempt: *attempt,
@@ -322,13 +331,22 @@ pub fn check_with(
         enqueued.entry(*id).or_insert(*max_attempts);
     }
     report.runs = runs.values().map(Vec::len).sum();
-    // Attempts whose result (a complete or a fail) the store applied, per job.
+    // Attempts whose result (a complete or a fail) the store applied, per job: the
+    // claimed attempt of the ack's lease, and the kept attempts that ran under it
+    // before the ack, whose failures a worker writes with the job's next result.
     let mut acked_attempts: HashMap<i64, HashSet<i32>> = HashMap::new();
-    for (op, job, token, _) in &acks {
+    for (op, job, token, t0) in &acks {
         if matches!(op, AckOp::Complete | AckOp::Fail) {
+            let acked = acked_attempts.entry(*job).or_default();
             if let Some(&(attempt, _)) = claims.get(&(*job, *token)) {
-                acked_attempts.entry(*job).or_default().insert(attempt);
+                acked.insert(attempt);
             }
+            let under_lease = runs
+                .get(job)
+                .into_iter()
+                .flatten()
+                .filter(|run| run.token == Some(*token) && run.start <= *t0);
+            acked.extend(under_lease.map(|run| run.attempt));
         }
     }
 
@@ -583,6 +601,61 @@ mod tests {
             unique_keys: Vec::new(),
             t: 0,
         }
+    }
+
+    /// A kept retry runs under its job's lease with no claim of its own, and its
+    /// failure is written with the job's next result: that ack answers for every
+    /// attempt run under the lease before it, so none of them counts as interrupted.
+    #[test]
+    fn a_completion_answers_for_the_kept_attempts_under_its_lease() {
+        let plan = Plan {
+            seed: 3,
+            mix: "transient:100".parse().unwrap(),
+        };
+        let job = (1..10_000)
+            .find(|id| {
+                (1..=3).map(|attempt| plan.action(*id, attempt).end()).eq([
+                    End::Transient,
+                    End::Transient,
+                    End::Ok,
+                ])
+            })
+            .expect("a job failing twice, then completing");
+        let ended = |attempt: i32, result: RunResult, t: i64| Event::End {
+            job,
+            attempt,
+            pid: 10,
+            result,
+            t,
+        };
+        let started = |attempt: i32, t: i64| Event::Start {
+            job,
+            attempt,
+            pid: 10,
+            lease_ms: 1_000,
+            t,
+        };
+        let mut events = vec![enqueued(vec![job])];
+        events.extend(run(job, 1, 10, 100, None));
+        events.extend([
+            ended(1, RunResult::Transient, 110),
+            started(2, 120),
+            ended(2, RunResult::Transient, 130),
+            started(3, 140),
+            ended(3, RunResult::Ok, 150),
+            Event::Ack {
+                op: AckOp::Complete,
+                job,
+                token: job * 100 + 1,
+                result: AckResult::Applied,
+                pid: 10,
+                t0: 160,
+                t: 170,
+            },
+        ]);
+        let report = check(&plan, &events, &[done(job, 3)]);
+        assert!(report.is_safe(), "{report}");
+        assert_eq!((report.interrupted, report.duplicates), (0, 0), "{report}");
     }
 
     #[test]

@@ -110,7 +110,7 @@ async fn rows_by_id(store: &dyn revenant::Store) -> HashMap<i64, revenant::Job> 
 }
 
 async fn kill_9_chaos(backend: Backend) {
-    chaos_run(backend, 0).await;
+    chaos_run(backend, 0, false).await;
 }
 on_both_backends!(kill_9_chaos);
 
@@ -123,11 +123,25 @@ on_both_backends!(kill_9_chaos);
 /// (a buffered job never ran) stay at most slots + claim_ahead. The jobs it held are
 /// taken up again within twice the reclaim bound (see below).
 async fn kill_9_chaos_claiming_ahead(backend: Backend) {
-    chaos_run(backend, 10).await;
+    chaos_run(backend, 10, false).await;
 }
 on_both_backends!(kill_9_chaos_claiming_ahead);
 
-async fn chaos_run(backend: Backend, claim_ahead: usize) {
+/// The claiming-ahead chaos with retries due a millisecond after a failure, so the
+/// workers keep them: a kept job runs its next attempt under the same lease, and its
+/// failures are written with the job's next write (`KeptFailure`), not one by one. The
+/// safety counts must be the same. A kill also loses the failures its victim kept and
+/// had not written, attempts uncounted: they run again when the job is taken up, so
+/// the bounds on attempts cut short and run twice grow by the attempts a job may have
+/// kept (up to its max_attempts).
+async fn kill_9_chaos_keeping_retries(backend: Backend) {
+    chaos_run(backend, 10, true).await;
+}
+on_both_backends!(kill_9_chaos_keeping_retries);
+
+/// The chaos: `claim_ahead` jobs claimed beyond the free slots; `keep`: retries due
+/// within a millisecond (kept by the worker that ran them), not the fleet's 50 ms.
+async fn chaos_run(backend: Backend, claim_ahead: usize, keep: bool) {
     let Some(db) = Db::new(backend).await else {
         return;
     };
@@ -146,6 +160,9 @@ async fn chaos_run(backend: Backend, claim_ahead: usize) {
     let mut fleet = Fleet::new(&db, QUEUE, plan).await;
     fleet.spec.lease_ms = LEASE_MS;
     fleet.spec.sweep_ms = Some(SWEEP_MS);
+    if keep {
+        fleet.spec.backoff_ms = 1;
+    }
     if claim_ahead > 0 {
         fleet
             .spec
@@ -213,10 +230,10 @@ async fn chaos_run(backend: Backend, claim_ahead: usize) {
         report.extra_attempts
     );
     summary(Summary {
-        test: if claim_ahead > 0 {
-            "1 kill -9 chaos, claiming ahead"
-        } else {
-            "1 kill -9 chaos"
+        test: match (claim_ahead > 0, keep) {
+            (_, true) => "1 kill -9 chaos, keeping retries",
+            (true, false) => "1 kill -9 chaos, claiming ahead",
+            (false, false) => "1 kill -9 chaos",
         },
         backend: backend.name(),
         jobs,
@@ -244,8 +261,11 @@ async fn chaos_run(backend: Backend, claim_ahead: usize) {
     // plus, claiming ahead, its buffer and its finished attempts whose results were
     // queued. Only a started job can run twice: a slot's, or a queued result's.
     // Without claim_ahead both bounds are one per slot.
-    let per_kill = (fleet.spec.concurrency + claim_ahead) * kills.len();
-    let held_per_kill = (fleet.spec.concurrency + 2 * claim_ahead) * kills.len();
+    // Keeping retries, each job held may also have kept attempts the kill loses, at most
+    // one fewer than its max_attempts (3 here).
+    let kept = if keep { 3 } else { 1 };
+    let per_kill = (fleet.spec.concurrency + claim_ahead) * kills.len() * kept;
+    let held_per_kill = (fleet.spec.concurrency + 2 * claim_ahead) * kills.len() * kept;
     assert!(report.interrupted <= held_per_kill, "{report}");
     assert!(report.duplicates <= per_kill, "{report}");
     assert!(report.extra_attempts <= held_per_kill, "{report}");
