@@ -133,6 +133,13 @@ impl Unwritten {
         self.0.is_empty()
     }
 
+    /// A batch's results and, apart, the kept failures they carry, as the store takes
+    /// them ([`Self::kept`]).
+    fn split<T>(batch: Vec<(T, Unwritten)>) -> (Vec<T>, Vec<KeptFailure>) {
+        let kept = batch.iter().flat_map(|(_, u)| u.kept()).collect();
+        (batch.into_iter().map(|(result, _)| result).collect(), kept)
+    }
+
     /// The failures as the store takes them, aged as of now.
     fn kept(&self) -> impl Iterator<Item = KeptFailure> + '_ {
         self.0.iter().map(|(kept, at)| KeptFailure {
@@ -418,18 +425,18 @@ async fn write(store: &dyn Store, batch: Vec<Request>, abandon: &CancellationTok
     }
     // Failures beside completions, the two calls at once (see the module docs).
     tokio::join!(
-        write_kind(fails, abandon, "job_fail", |failures| {
-            let kept = failures.iter().flat_map(|(_, u)| u.kept()).collect();
+        write_kind(fails, abandon, "job_fail", |fails| {
+            let (failures, kept) = Unwritten::split(fails);
             store.job_fail(JobFailParams {
-                failures: failures.into_iter().map(|(f, _)| f).collect(),
+                failures,
                 kept,
                 now: None,
             })
         }),
         write_kind(completes, abandon, "job_complete", |completes| {
-            let kept = completes.iter().flat_map(|(_, u)| u.kept()).collect();
+            let (leases, kept) = Unwritten::split(completes);
             store.job_complete(JobCompleteParams {
-                leases: completes.into_iter().map(|(l, _)| l).collect(),
+                leases,
                 kept,
                 now: None,
             })

@@ -797,9 +797,8 @@ async fn finish(
         shared.due_soon.note(&job.queue, delay);
     }
     settlement.record_in(job.into(), &settled, Some(series));
-    let kept = kept
-        .filter(|_| settled == Settled::Applied)
-        .map(|(due, waiting)| (due, waiting, unwritten));
+    // Kept, nothing was written: the job is this worker's to run again.
+    let kept = kept.map(|(due, waiting)| (due, waiting, unwritten));
     (settlement.transition().clone(), settled, kept)
 }
 

@@ -434,7 +434,7 @@ impl SqliteStore {
         now: i64,
     ) -> Result<(Vec<Fenced>, BTreeSet<String>), StoreError> {
         let mut running = Self::running_by_ids(tx, params.leases.iter().map(|l| l.id)).await?;
-        let mut kept = KeptByJob::of(&params.kept);
+        let kept = KeptByJob::of(&params.kept);
         let mut results = Vec::with_capacity(params.leases.len());
         let mut applied = Vec::with_capacity(params.leases.len());
         let mut with_kept: Vec<(JobId, Vec<ErrorEntry>, i32)> = Vec::new();
@@ -450,7 +450,8 @@ impl SqliteStore {
                 applied.push(lease.id);
             } else {
                 logged.count(&row.queue, &entries);
-                with_kept.push((lease.id, entries, row.attempts + kept.counted(lease.id)));
+                let attempts = row.attempts + kept_count(&entries);
+                with_kept.push((lease.id, entries, attempts));
             }
             if row.group_key.is_some() {
                 unblocked.insert(row.queue);
@@ -485,7 +486,7 @@ impl SqliteStore {
         let at = timestamp(now, "now")?;
         let mut running =
             Self::running_by_ids(tx, params.failures.iter().map(|f| f.lease.id)).await?;
-        let mut kept_failures = KeptByJob::of(&params.kept);
+        let kept_failures = KeptByJob::of(&params.kept);
         let mut results = Vec::with_capacity(params.failures.len());
         let mut retries: Vec<(JobId, i64, Vec<ErrorEntry>, i32)> = Vec::new();
         let mut kept: Vec<(JobId, i64, Vec<ErrorEntry>, i32)> = Vec::new();
@@ -499,8 +500,8 @@ impl SqliteStore {
                 continue;
             };
             let mut entries = kept_failures.entries(&row, now)?;
-            // The job's attempts with its kept failures counted.
-            let attempts = row.attempts + kept_failures.counted(lease.id);
+            // The job's attempts with its kept failures counted, one each.
+            let attempts = row.attempts + kept_count(&entries);
             let queue = row.queue;
             let grouped = row.group_key.is_some();
             let entry = ErrorEntry {
@@ -918,6 +919,11 @@ async fn append_batch<T: serde::Serialize>(
     Ok(())
 }
 
+/// How many attempts a job's kept failures' `entries` count: one each.
+fn kept_count(entries: &[ErrorEntry]) -> i32 {
+    i32::try_from(entries.len()).unwrap_or(i32::MAX)
+}
+
 /// A batch's kept failures ([`KeptFailure`]) by job, in the order given.
 struct KeptByJob<'a> {
     by_job: HashMap<JobId, Vec<&'a KeptFailure>>,
@@ -932,16 +938,9 @@ impl<'a> KeptByJob<'a> {
         KeptByJob { by_job }
     }
 
-    /// How many kept failures job `id` carries: each counts one attempt.
-    fn counted(&self, id: JobId) -> i32 {
-        self.by_job
-            .get(&id)
-            .map_or(0, |kept| i32::try_from(kept.len()).unwrap_or(i32::MAX))
-    }
-
-    /// The history entries of `row`'s kept failures, numbered
-    /// from its stored attempts up, each at `now` less its age.
-    fn entries(&mut self, row: &Running, now: i64) -> Result<Vec<ErrorEntry>, StoreError> {
+    /// The history entries of `row`'s kept failures, numbered from its stored attempts
+    /// up, each at `now` less its age.
+    fn entries(&self, row: &Running, now: i64) -> Result<Vec<ErrorEntry>, StoreError> {
         let Some(kept) = self.by_job.get(&row.id) else {
             return Ok(Vec::new());
         };
