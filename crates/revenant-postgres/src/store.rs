@@ -814,6 +814,17 @@ fn bind_filter<'q>(
 struct KeptByJob(foldhash::HashMap<JobId, Vec<serde_json::Value>>);
 
 impl KeptByJob {
+    /// `kept` beside the batch's elements, one per id in `ids` (a job repeated in a
+    /// batch gets them once); `None` when there are none, and the batch goes to the
+    /// statements of migration 14, which have less to do.
+    fn beside(kept: &[KeptFailure], ids: &[JobId]) -> Option<Vec<Option<serde_json::Value>>> {
+        if kept.is_empty() {
+            return None;
+        }
+        let mut by_job = Self::of(kept);
+        Some(ids.iter().map(|id| by_job.take(*id)).collect())
+    }
+
     fn of(kept: &[KeptFailure]) -> Self {
         let mut by_job: foldhash::HashMap<JobId, Vec<serde_json::Value>> =
             foldhash::HashMap::default();
@@ -833,8 +844,7 @@ impl KeptByJob {
         KeptByJob(by_job)
     }
 
-    /// Job `id`'s kept failures, for the batch's element of that job (taken: a job
-    /// repeated in a batch is written once).
+    /// Job `id`'s kept failures, taken.
     fn take(&mut self, id: JobId) -> Option<serde_json::Value> {
         self.0.remove(&id).map(serde_json::Value::Array)
     }
@@ -1042,24 +1052,18 @@ impl Store for PgStore {
             return Ok(Vec::new());
         }
         let (ids, tokens, first) = lease_arrays(&params.leases);
-        let mut kept = KeptByJob::of(&params.kept);
-        let kept: Vec<Option<serde_json::Value>> = if params.kept.is_empty() {
-            Vec::new()
-        } else {
-            ids.iter().map(|id| kept.take(*id)).collect()
-        };
-        let query = if params.kept.is_empty() {
-            sqlx::query(&self.inner.queries.job_complete)
+        let kept = KeptByJob::beside(&params.kept, &ids);
+        let query = match &kept {
+            None => sqlx::query(&self.inner.queries.job_complete)
+                .bind(params.now)
+                .bind(&ids)
+                .bind(&tokens),
+            Some(kept) => sqlx::query(&self.inner.queries.job_complete_kept)
                 .bind(params.now)
                 .bind(&ids)
                 .bind(&tokens)
-        } else {
-            sqlx::query(&self.inner.queries.job_complete_kept)
-                .bind(params.now)
-                .bind(&ids)
-                .bind(&tokens)
-                .bind(&kept)
-                .bind(history_limit())
+                .bind(kept)
+                .bind(history_limit()),
         };
         let row = self.inner.warm.fetch_one(query).await.classified()?;
         // A finished grouped job lets the next of its group run.
@@ -1085,14 +1089,9 @@ impl Store for PgStore {
         let mut reasons: Vec<Option<&str>> = Vec::with_capacity(n);
         let mut prints: Vec<Option<String>> = Vec::with_capacity(n);
         let mut keeps = Vec::with_capacity(n);
-        let mut kept_by_job = KeptByJob::of(&params.kept);
-        let mut kept: Vec<Option<serde_json::Value>> = Vec::with_capacity(n);
         for (failure, &first) in params.failures.iter().zip(&first) {
             if !first {
                 continue;
-            }
-            if !params.kept.is_empty() {
-                kept.push(kept_by_job.take(failure.lease.id));
             }
             ids.push(failure.lease.id);
             tokens.push(failure.lease.lease_token.0);
@@ -1116,10 +1115,10 @@ impl Store for PgStore {
             }
             keeps.push(matches!(failure.action, FailAction::Keep { .. }));
         }
-        let statement = if params.kept.is_empty() {
-            &self.inner.queries.job_fail
-        } else {
-            &self.inner.queries.job_fail_kept
+        let kept = KeptByJob::beside(&params.kept, &ids);
+        let statement = match kept {
+            None => &self.inner.queries.job_fail,
+            Some(_) => &self.inner.queries.job_fail_kept,
         };
         let query = sqlx::query(statement)
             .bind(params.now)
@@ -1133,10 +1132,9 @@ impl Store for PgStore {
             .bind(history_limit())
             .bind(&prints)
             .bind(&keeps);
-        let query = if params.kept.is_empty() {
-            query
-        } else {
-            query.bind(&kept)
+        let query = match &kept {
+            None => query,
+            Some(kept) => query.bind(kept),
         };
         let row = self.inner.warm.fetch_one(query).await.classified()?;
         let BatchRows { applied, wake } = batch_rows(&row)?;
