@@ -112,6 +112,11 @@ const MIGRATIONS: &[Known] = &[
         name: "kept_failures",
         sql: include_str!("../migrations/0015_kept_failures.sql"),
     },
+    Known {
+        version: 16,
+        name: "kept_entries",
+        sql: include_str!("../migrations/0016_kept_entries.sql"),
+    },
 ];
 
 /// The first key of the advisory lock (`'rvnt'`); the second is the schema's hash.

@@ -809,45 +809,51 @@ fn bind_filter<'q>(
         .bind(filter.fingerprint.clone())
 }
 
-/// A batch's kept failures as `job_complete_v2` and `job_fail_v2` take them
-/// (migration 15): beside each element, a JSON array of its job's, or NULL.
-struct KeptByJob(foldhash::HashMap<JobId, Vec<serde_json::Value>>);
+/// A batch's kept failures as `job_complete_v3` and `job_fail_v3` take them
+/// (migration 16): beside each element, a JSON array of its job's history entries, or
+/// NULL, and the attempt of its first (the fence on the job's stored attempts).
+struct KeptBeside {
+    entries: Vec<Option<serde_json::Value>>,
+    firsts: Vec<Option<i32>>,
+}
 
-impl KeptByJob {
+impl KeptBeside {
     /// `kept` beside the batch's elements, one per id in `ids` (a job repeated in a
     /// batch gets them once); `None` when there are none, and the batch goes to the
     /// statements of migration 14, which have less to do.
-    fn beside(kept: &[KeptFailure], ids: &[JobId]) -> Option<Vec<Option<serde_json::Value>>> {
+    fn of(kept: &[KeptFailure], ids: &[JobId]) -> Option<Self> {
         if kept.is_empty() {
             return None;
         }
-        let mut by_job = Self::of(kept);
-        Some(ids.iter().map(|id| by_job.take(*id)).collect())
-    }
-
-    fn of(kept: &[KeptFailure]) -> Self {
-        let mut by_job: foldhash::HashMap<JobId, Vec<serde_json::Value>> =
-            foldhash::HashMap::default();
+        let mut by_job: foldhash::HashMap<JobId, Vec<&KeptFailure>> = foldhash::HashMap::default();
         for failure in kept {
-            let message = pg_text(&ErrorEntry::truncate_message(&failure.failure.message));
-            let mut entry = serde_json::json!({
-                "class": failure.failure.class.as_str(),
-                "message": message,
-                "ago_ms": millis(failure.ago),
-            });
-            // An entry without a worker has no such key, as one that job_fail writes.
-            if let Some(worker) = &failure.worker {
-                entry["worker"] = serde_json::Value::String(pg_text(worker));
-            }
-            by_job.entry(failure.id).or_default().push(entry);
+            by_job.entry(failure.id).or_default().push(failure);
         }
-        KeptByJob(by_job)
+        let mut entries = Vec::with_capacity(ids.len());
+        let mut firsts = Vec::with_capacity(ids.len());
+        for id in ids {
+            let failures = by_job.remove(id);
+            firsts.push(failures.as_ref().and_then(|f| f.first()).map(|f| f.attempt));
+            entries.push(failures.map(|f| f.into_iter().map(kept_entry).collect()));
+        }
+        Some(KeptBeside { entries, firsts })
     }
+}
 
-    /// Job `id`'s kept failures, taken.
-    fn take(&mut self, id: JobId) -> Option<serde_json::Value> {
-        self.0.remove(&id).map(serde_json::Value::Array)
+/// A kept failure's history entry, as job_fail writes one: its time to the
+/// millisecond, in the form PostgreSQL gives a `timestamptz` in JSON on a session in
+/// UTC; without a worker, no such key.
+fn kept_entry(failure: &KeptFailure) -> serde_json::Value {
+    let mut entry = serde_json::json!({
+        "attempt": failure.attempt,
+        "at": failure.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, false),
+        "class": failure.failure.class.as_str(),
+        "message": pg_text(&ErrorEntry::truncate_message(&failure.failure.message)),
+    });
+    if let Some(worker) = &failure.worker {
+        entry["worker"] = serde_json::Value::String(pg_text(worker));
     }
+    entry
 }
 
 /// Splits leases into id and token arrays, each (id, token) pair once. A pair given
@@ -1052,7 +1058,7 @@ impl Store for PgStore {
             return Ok(Vec::new());
         }
         let (ids, tokens, first) = lease_arrays(&params.leases);
-        let kept = KeptByJob::beside(&params.kept, &ids);
+        let kept = KeptBeside::of(&params.kept, &ids);
         let query = match &kept {
             None => sqlx::query(&self.inner.queries.job_complete)
                 .bind(params.now)
@@ -1062,7 +1068,8 @@ impl Store for PgStore {
                 .bind(params.now)
                 .bind(&ids)
                 .bind(&tokens)
-                .bind(kept)
+                .bind(&kept.entries)
+                .bind(&kept.firsts)
                 .bind(history_limit()),
         };
         let row = self.inner.warm.fetch_one(query).await.classified()?;
@@ -1115,7 +1122,7 @@ impl Store for PgStore {
             }
             keeps.push(matches!(failure.action, FailAction::Keep { .. }));
         }
-        let kept = KeptByJob::beside(&params.kept, &ids);
+        let kept = KeptBeside::of(&params.kept, &ids);
         let statement = match kept {
             None => &self.inner.queries.job_fail,
             Some(_) => &self.inner.queries.job_fail_kept,
@@ -1134,7 +1141,7 @@ impl Store for PgStore {
             .bind(&keeps);
         let query = match &kept {
             None => query,
-            Some(kept) => query.bind(kept),
+            Some(kept) => query.bind(&kept.entries).bind(&kept.firsts),
         };
         let row = self.inner.warm.fetch_one(query).await.classified()?;
         let BatchRows { applied, wake } = batch_rows(&row)?;

@@ -814,25 +814,25 @@ fn function_statement(migration: &str, function: &str, schema: &str) -> String {
     body[from..to].replace("{schema}", schema)
 }
 
-/// The batch writes of a worker's results (migration 0014, and 0015 that the store
-/// calls now), each with its function's name, its parameters' types and, for `EXPLAIN
-/// EXECUTE`, arguments with `{ids}`, `{tokens}` and `{kept}` (kept failures) to fill
-/// in.
+/// The batch writes of a worker's results (migration 0014, and 0016 that the store
+/// calls for a batch with kept failures), each with its function's name, its
+/// parameters' types and, for `EXPLAIN EXECUTE`, arguments with `{ids}`, `{tokens}`,
+/// `{kept}` (kept failures) and `{firsts}` (their first attempts) to fill in.
 fn write_statements(schema: &str) -> [(&'static str, String, &'static str, &'static str); 5] {
     let migration = include_str!("../migrations/0014_job_writes.sql");
-    let kept = include_str!("../migrations/0015_kept_failures.sql");
+    let kept = include_str!("../migrations/0016_kept_entries.sql");
     [
         (
-            "job_complete_v2",
-            function_statement(kept, "job_complete_v2", schema),
-            "timestamptz, int8[], int8[], jsonb[], int4",
-            "NULL, {ids}, {tokens}, {kept}, 20",
+            "job_complete_v3",
+            function_statement(kept, "job_complete_v3", schema),
+            "timestamptz, int8[], int8[], jsonb[], int4[], int4",
+            "NULL, {ids}, {tokens}, {kept}, {firsts}, 20",
         ),
         (
-            "job_fail_v2",
-            function_statement(kept, "job_fail_v2", schema),
-            "timestamptz, int8[], int8[], text[], text[], text[], int8[], text[], int4, text[], bool[], jsonb[]",
-            "NULL, {ids}, {tokens}, '{}', '{}', '{}', '{}', '{}', 20, '{}', '{}', {kept}",
+            "job_fail_v3",
+            function_statement(kept, "job_fail_v3", schema),
+            "timestamptz, int8[], int8[], text[], text[], text[], int8[], text[], int4, text[], bool[], jsonb[], int4[]",
+            "NULL, {ids}, {tokens}, '{}', '{}', '{}', '{}', '{}', 20, '{}', '{}', {kept}, {firsts}",
         ),
         (
             "job_complete_v1",
@@ -855,10 +855,14 @@ fn write_statements(schema: &str) -> [(&'static str, String, &'static str, &'sta
     ]
 }
 
-/// `n` elements' kept failures (migration 15), one each, as an array literal.
-fn kept_literal(n: usize) -> String {
-    let one = r#"'[{"class": "transient", "message": "503", "ago_ms": 5}]'::jsonb"#;
-    format!("ARRAY[{}]::jsonb[]", vec![one; n].join(", "))
+/// `n` elements' kept failures (migration 16), one each, as an array literal, and the
+/// attempt of each one's first.
+fn kept_literals(n: usize) -> (String, String) {
+    let one = r#"'[{"attempt": 1, "at": "2026-01-01T00:00:00.000+00:00", "class": "transient", "message": "503"}]'::jsonb"#;
+    (
+        format!("ARRAY[{}]::jsonb[]", vec![one; n].join(", ")),
+        format!("ARRAY[{}]::int4[]", vec!["1"; n].join(", ")),
+    )
 }
 
 /// The claim's parameter types, for `PREPARE`.
@@ -1054,7 +1058,8 @@ async fn the_claim_and_the_writes_go_by_index_on_plans_made_on_a_new_table() {
         let args = args
             .replace("{ids}", &ids)
             .replace("{tokens}", &ids)
-            .replace("{kept}", &kept_literal(5));
+            .replace("{kept}", &kept_literals(5).0)
+            .replace("{firsts}", &kept_literals(5).1);
         statements.push((function, statement, types, args));
     }
     for (function, statement, types, args) in statements {
@@ -1112,7 +1117,8 @@ async fn the_batch_writes_find_their_jobs_by_primary_key() {
         let args = args
             .replace("{ids}", &ids)
             .replace("{tokens}", &tokens)
-            .replace("{kept}", &kept_literal(100));
+            .replace("{kept}", &kept_literals(100).0)
+            .replace("{firsts}", &kept_literals(100).1);
         let plan = explain_prepared(&mut conn, GENERIC_PLAN, types, &statement, &args).await;
         let on_jobs: Vec<&String> = plan
             .iter()

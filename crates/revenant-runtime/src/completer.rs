@@ -79,7 +79,7 @@ use tokio_util::sync::CancellationToken;
 use crate::store_retry::retry;
 use revenant_core::decide::Failure;
 use revenant_core::error::StoreError;
-use revenant_core::job::JobId;
+use revenant_core::job::{JobId, Timestamp};
 use revenant_core::store::{
     FailAction, Fenced, JobCompleteParams, JobFailParams, JobFailure, JobReleaseParams,
     KeptFailure, LeaseRef, Store,
@@ -113,20 +113,28 @@ pub(crate) enum Ack {
 }
 
 /// The failed attempts of a kept job that its worker has not written yet
-/// ([`KeptFailure`]: they go with the job's next result), with when each failed.
+/// ([`KeptFailure`]: they go with the job's next result), each numbered and timed.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Unwritten(Vec<(KeptFailure, Instant)>);
+pub(crate) struct Unwritten(Vec<KeptFailure>);
 
 impl Unwritten {
-    /// Adds the failure of an attempt of job `id` that just failed.
-    pub(crate) fn push(&mut self, id: JobId, failure: Failure, worker: Option<String>) {
-        let kept = KeptFailure {
+    /// Adds the failure of attempt `attempt` of job `id`, which failed just now: `at`
+    /// on the store's clock (see [`KeptFailure::at`]).
+    pub(crate) fn push(
+        &mut self,
+        id: JobId,
+        attempt: i32,
+        at: Timestamp,
+        failure: Failure,
+        worker: Option<String>,
+    ) {
+        self.0.push(KeptFailure {
             id,
+            attempt,
+            at,
             failure,
             worker,
-            ago: Duration::ZERO,
-        };
-        self.0.push((kept, Instant::now()));
+        });
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -134,18 +142,17 @@ impl Unwritten {
     }
 
     /// A batch's results and, apart, the kept failures they carry, as the store takes
-    /// them ([`Self::kept`]).
+    /// them.
     fn split<T>(batch: Vec<(T, Unwritten)>) -> (Vec<T>, Vec<KeptFailure>) {
-        let kept = batch.iter().flat_map(|(_, u)| u.kept()).collect();
-        (batch.into_iter().map(|(result, _)| result).collect(), kept)
-    }
-
-    /// The failures as the store takes them, aged as of now.
-    fn kept(&self) -> impl Iterator<Item = KeptFailure> + '_ {
-        self.0.iter().map(|(kept, at)| KeptFailure {
-            ago: at.elapsed(),
-            ..kept.clone()
-        })
+        let mut kept = Vec::new();
+        let results = batch
+            .into_iter()
+            .map(|(result, unwritten)| {
+                kept.extend(unwritten.0);
+                result
+            })
+            .collect();
+        (results, kept)
     }
 
     /// These failures written on their own while the kept job `lease` runs its next
@@ -176,7 +183,7 @@ impl Unwritten {
 
     /// The last failure as a write of its own with `action`, and the others.
     fn last_as(mut self, lease: LeaseRef, action: FailAction) -> Option<(JobFailure, Unwritten)> {
-        let (last, _) = self.0.pop()?;
+        let last = self.0.pop()?;
         let failure = JobFailure {
             lease,
             failure: last.failure,

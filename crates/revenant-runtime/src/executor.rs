@@ -26,8 +26,11 @@
 //!   written as if the failure had been written as [`FailAction::Keep`] first (the
 //!   entry recorded, the next attempt counted); or the first heartbeat of a next
 //!   attempt that runs that long, so a long attempt does not hide it; or, before a
-//!   snooze or a cancel, a write of its own; or its release, as a retry. Written on
-//!   their own, kept failures were a write of the job's row each, and a drain where
+//!   snooze or a cancel, a write of its own; or its release, as a retry. The worker
+//!   numbers the failure (the attempt that ran) and times it on the store's clock
+//!   ([`kept_at`]), and the store writes both as they are, fenced on the job's stored
+//!   attempts. Written on their own, kept failures were a write of the job's row
+//!   each, and a drain where
 //!   three jobs in ten failed ran at 0.62 to 0.80 of a clean one (docs/benchmarks.md,
 //!   W2). A worker that dies loses the kept failures it has not written. Through the
 //!   queue such a retry would wait behind every job due before it: in a backlog, a job
@@ -63,7 +66,7 @@ use crate::settle::{self, SettleWrite, Settled, Settlement};
 use crate::store_retry::retry;
 use crate::worker::Shared;
 use revenant_core::decide::Transition;
-use revenant_core::job::ClaimedJob;
+use revenant_core::job::{ClaimedJob, Timestamp};
 use revenant_core::outcome::Outcome;
 use revenant_core::policy::RetryPolicy;
 use revenant_core::store::{
@@ -84,6 +87,8 @@ pub(crate) struct Kept {
     pub(crate) due: Instant,
     /// When the claim that leased it was sent: its lease lasts at least from here.
     pub(crate) sent: Instant,
+    /// When that claim's answer came (see [`kept_at`]).
+    pub(crate) answered: Instant,
     /// Counts the job as waiting in this worker until its fetcher takes it or it is
     /// released: shutdown waits for it ([`Shared::kept`]).
     pub(crate) waiting: TaskTrackerToken,
@@ -100,15 +105,17 @@ enum Ended {
     Shutdown,
 }
 
-/// Runs one attempt of `job` and writes its result. `keep_until`: the worker may keep
-/// the job's retry if it comes due before then (see the module docs); the kept job is
-/// returned, for its fetcher to start again. `unwritten`: the failures of a kept job's
-/// earlier attempts, written with this attempt's result.
+/// Runs one attempt of `job` and writes its result. `claim_sent`, `answered`: when the
+/// claim that leased it was sent and when its answer came. `keep_until`: the worker
+/// may keep the job's retry if it comes due before then (see the module docs); the
+/// kept job is returned, for its fetcher to start again. `unwritten`: the failures of
+/// a kept job's earlier attempts, written with this attempt's result.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn run(
     shared: Arc<Shared>,
     claim_lease: Duration,
     claim_sent: Instant,
+    answered: Instant,
     mut job: ClaimedJob,
     mut slot: Slot,
     ticket: Option<Ticket>,
@@ -392,7 +399,8 @@ pub(crate) async fn run(
         },
         Ended::Outcome(outcome) => {
             let (transition, settled, kept) = finish(
-                &shared, &job, lease, &policy, outcome, slot, keep_until, unwritten, &series,
+                &shared, &job, lease, &policy, outcome, slot, keep_until, answered, unwritten,
+                &series,
             )
             .await;
             if let Some(span) = span {
@@ -407,6 +415,7 @@ pub(crate) async fn run(
                     job,
                     due,
                     sent: claim_sent,
+                    answered,
                     waiting,
                     unwritten,
                 });
@@ -715,7 +724,8 @@ async fn heartbeat(
 /// directly, each retried on storage errors until the lease would be gone.
 ///
 /// A retry due before `keep_until` and within [`KEEP_MAX`] is kept (see the module
-/// docs), and its failure not written but added to `unwritten`: then the third value
+/// docs), and its failure not written but added to `unwritten` (numbered as the
+/// attempt, timed with [`kept_at`] from `answered`): then the third value
 /// is when the next attempt is due, the token that counts the job as waiting in this
 /// worker, taken before the slot is given up, and the failures to write with the job's
 /// next result. Otherwise `unwritten` goes with this attempt's result: with a
@@ -730,6 +740,7 @@ async fn finish(
     outcome: Outcome,
     slot: Slot,
     keep_until: Option<Instant>,
+    answered: Instant,
     mut unwritten: Unwritten,
     series: &JobSeries,
 ) -> (
@@ -757,7 +768,8 @@ async fn finish(
     let written = match settlement.write().clone() {
         // Kept: nothing to write now, and the slot is free.
         SettleWrite::Fail(failure) if kept.is_some() => {
-            unwritten.push(job.id, failure.failure, failure.worker);
+            let at = kept_at(job, answered);
+            unwritten.push(job.id, job.attempts, at, failure.failure, failure.worker);
             drop(slot);
             Ok(Settled::Applied)
         }
@@ -800,6 +812,21 @@ async fn finish(
     // Kept, nothing was written: the job is this worker's to run again.
     let kept = kept.map(|(due, waiting)| (due, waiting, unwritten));
     (settlement.transition().clone(), settled, kept)
+}
+
+/// When attempt `job` failed, just now, on the store's clock, for its kept failure
+/// ([`KeptFailure::at`]): the time its claim took it (`attempted_at`, set by the store)
+/// and what the worker's monotonic clock counts from when the claim's answer came
+/// (`answered`). The store set `attempted_at` before it answered, so this is never later
+/// than the failure, nor, since its time is before the write that carries it, than
+/// that write's; it is early by the claim's answer's way back, a few milliseconds.
+///
+/// [`KeptFailure::at`]: revenant_core::store::KeptFailure::at
+fn kept_at(job: &ClaimedJob, answered: Instant) -> Timestamp {
+    let since = chrono::Duration::from_std(answered.elapsed()).unwrap_or(chrono::Duration::MAX);
+    job.attempted_at
+        .checked_add_signed(since)
+        .unwrap_or(job.attempted_at)
 }
 
 /// Writes a snooze or a cancel straight to the store (not batched), retried on storage

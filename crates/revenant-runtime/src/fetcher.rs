@@ -90,6 +90,9 @@ struct Buffered {
     job: ClaimedJob,
     /// When the claim that leased it was sent: its lease lasts at least from here.
     sent: Instant,
+    /// When that claim's answer came: a kept failure's time is counted from here
+    /// (`executor::kept_at`).
+    answered: Instant,
     /// Held while it is a suspect, waiting or running.
     suspect: Option<SuspectRunning>,
     /// A kept job's failed attempts, written with its next result.
@@ -421,11 +424,13 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
                     let extra = jobs.split_off(asked);
                     release(&shared, fresh(extra), "released a job claimed beyond what was asked").await;
                 }
+                let answered = Instant::now();
                 for job in jobs {
                     let suspect = job.reclaimed.then(|| suspects.started());
                     buffer.push_back(Buffered {
                         job,
                         sent,
+                        answered,
                         suspect,
                         unwritten: Unwritten::default(),
                     });
@@ -458,12 +463,13 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
                 // for each cost about 1,300 instructions of a failed attempt's 29,000
                 // (callgrind, W2's failing drain of 20,000 jobs).
                 let mut next = Some(back);
-                while let Some(Kept { job, due, sent, waiting, unwritten }) = next {
+                while let Some(Kept { job, due, sent, answered, waiting, unwritten }) = next {
                     drop(waiting);
                     let at = kept.partition_point(|(d, _)| *d <= due);
                     let job = Buffered {
                         job,
                         sent,
+                        answered,
                         suspect: None,
                         unwritten,
                     };
@@ -491,9 +497,11 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
         (None, None) => None,
     };
     if let Some((_, _, _, Ok(jobs))) = answer {
+        let now = Instant::now();
         buffer.extend(jobs.into_iter().map(|job| Buffered {
             job,
-            sent: Instant::now(),
+            sent: now,
+            answered: now,
             suspect: None,
             unwritten: Unwritten::default(),
         }));
@@ -507,6 +515,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
         buffer.push_back(Buffered {
             job: back.job,
             sent: back.sent,
+            answered: back.answered,
             suspect: None,
             unwritten: back.unwritten,
         });
@@ -627,6 +636,7 @@ async fn start(
                 let Buffered {
                     job,
                     sent,
+                    answered,
                     suspect: running,
                     unwritten,
                 } = buffered;
@@ -643,6 +653,7 @@ async fn start(
                     shared.clone(),
                     claim_lease,
                     sent,
+                    answered,
                     job,
                     shared.completer.slot(permit),
                     ticket,

@@ -689,7 +689,8 @@ async fn three_failures_then_success(
 /// running under the lease it was claimed with (every attempt sees the same token),
 /// its failures are not written while it runs again (no attempt sees an entry), and
 /// each is recorded with its attempt in the write of its completion, as one through
-/// the queue would be.
+/// the queue would be, at a time on the store's clock: after the claim, in order, and
+/// not after the completion.
 #[tokio::test]
 async fn a_worker_that_claims_ahead_keeps_its_short_retries() {
     let (job, seen) =
@@ -707,6 +708,12 @@ async fn a_worker_that_claims_ahead_keeps_its_short_retries() {
         .errors
         .iter()
         .all(|e| e.message.starts_with("503 on attempt")));
+    let times: Vec<_> = job.errors.iter().map(|e| e.at).collect();
+    let (claimed, completed) = (job.attempted_at.unwrap(), job.finished_at.unwrap());
+    assert!(
+        times[0] >= claimed && times.windows(2).all(|w| w[0] <= w[1]) && times[2] <= completed,
+        "claimed {claimed}, failed {times:?}, completed {completed}"
+    );
     assert_eq!(tokens.len(), 4);
     assert!(tokens[0].is_some());
     assert!(

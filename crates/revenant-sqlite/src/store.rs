@@ -441,11 +441,10 @@ impl SqliteStore {
         let mut logged = FailureLog::default();
         let mut unblocked = BTreeSet::new();
         for lease in &params.leases {
-            let Some(row) = take_fenced(&mut running, lease) else {
+            let Some((row, entries)) = take_fenced_kept(&mut running, lease, &kept)? else {
                 results.push(Fenced::LeaseLost);
                 continue;
             };
-            let entries = kept.entries(&row, now)?;
             if entries.is_empty() {
                 applied.push(lease.id);
             } else {
@@ -495,11 +494,11 @@ impl SqliteStore {
         let mut wake = BTreeSet::new();
         for failure in &params.failures {
             let lease = failure.lease;
-            let Some(row) = take_fenced(&mut running, &lease) else {
+            let Some((row, mut entries)) = take_fenced_kept(&mut running, &lease, &kept_failures)?
+            else {
                 results.push(Fenced::LeaseLost);
                 continue;
             };
-            let mut entries = kept_failures.entries(&row, now)?;
             // The job's attempts with its kept failures counted, one each.
             let attempts = row.attempts + kept_count(&entries);
             let queue = row.queue;
@@ -862,6 +861,20 @@ fn take_fenced(running: &mut HashMap<JobId, Running>, lease: &LeaseRef) -> Optio
     }
 }
 
+/// [`take_fenced`] for a write that carries kept failures: the row and the history
+/// entries of its kept failures, or `None` when the lease does not hold or the kept
+/// failures are not numbered from the row's attempts ([`KeptByJob::entries`]).
+fn take_fenced_kept(
+    running: &mut HashMap<JobId, Running>,
+    lease: &LeaseRef,
+    kept: &KeptByJob,
+) -> Result<Option<(Running, Vec<ErrorEntry>)>, StoreError> {
+    let Some(row) = take_fenced(running, lease) else {
+        return Ok(None);
+    };
+    Ok(kept.entries(&row)?.map(|entries| (row, entries)))
+}
+
 /// A claim candidate as job_claim_candidates.sql gives it (a JSON array per job).
 #[derive(Debug, serde::Deserialize)]
 struct Candidate {
@@ -938,24 +951,29 @@ impl<'a> KeptByJob<'a> {
         KeptByJob { by_job }
     }
 
-    /// The history entries of `row`'s kept failures, numbered from its stored attempts
-    /// up, each at `now` less its age.
-    fn entries(&self, row: &Running, now: i64) -> Result<Vec<ErrorEntry>, StoreError> {
+    /// The history entries of `row`'s kept failures, as given (their times to the
+    /// millisecond, as the store keeps every time); `None` when the first is not
+    /// numbered as the row's stored attempts: the job's result is then not written, and
+    /// is a lost lease (see [`KeptFailure`]).
+    fn entries(&self, row: &Running) -> Result<Option<Vec<ErrorEntry>>, StoreError> {
         let Some(kept) = self.by_job.get(&row.id) else {
-            return Ok(Vec::new());
+            return Ok(Some(Vec::new()));
         };
+        if kept.first().map(|failure| failure.attempt) != Some(row.attempts) {
+            return Ok(None);
+        }
         kept.iter()
-            .zip(row.attempts..)
-            .map(|(failure, attempt)| {
+            .map(|failure| {
                 Ok(ErrorEntry {
-                    attempt,
-                    at: timestamp(now.saturating_sub(millis(failure.ago)), "now")?,
+                    attempt: failure.attempt,
+                    at: timestamp(failure.at.timestamp_millis(), "kept")?,
                     class: failure.failure.class,
                     message: ErrorEntry::truncate_message(&failure.failure.message),
                     worker: failure.worker.clone().or_else(|| row.worker.clone()),
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
     }
 }
 

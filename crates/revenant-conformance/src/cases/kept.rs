@@ -3,13 +3,14 @@
 
 use super::prelude::*;
 
-/// A kept failure of `job`, `ago_ms` before the write.
-fn kept(job: &Job, message: &str, ago_ms: u64) -> KeptFailure {
+/// A kept failure of `job`: its attempt `attempt`, failed at `at_ms_` (ms after t0).
+fn kept(job: &Job, attempt: i32, at_ms_: i64, message: &str) -> KeptFailure {
     KeptFailure {
         id: job.id,
+        attempt,
+        at: at_ms(at_ms_),
         failure: failure(FailureClass::Transient, message),
         worker: Some(WORKER.into()),
-        ago: Duration::from_millis(ago_ms),
     }
 }
 
@@ -39,10 +40,10 @@ async fn failures_counted(store: &Arc<dyn Store>, now: Timestamp) -> i64 {
         .map_or(0, |s| s.failed_last_interval)
 }
 
-/// A completion that carries two kept failures records them first, in order, numbered
-/// from the attempt the claim counted, each at the write's time less its age, and
-/// counts an attempt for each; the failure count has them. A job of the same batch
-/// without any is completed as ever.
+/// A completion that carries two kept failures records them first, in order, as the
+/// worker numbered and timed them (from the attempt the claim counted), and counts an
+/// attempt for each; the failure count has them. A job of the same batch without any
+/// is completed as ever.
 pub async fn kept_failures_are_written_with_the_completion(store: Arc<dyn Store>) {
     let stage = Stage::new(store.clone());
     let running = stage
@@ -53,8 +54,8 @@ pub async fn kept_failures_are_written_with_the_completion(store: Arc<dyn Store>
         .job_complete(JobCompleteParams {
             leases: vec![lease_of(&running), lease_of(&plain)],
             kept: vec![
-                kept(&running, "503 from provider", 40),
-                kept(&running, "503 again", 15),
+                kept(&running, 1, 4_960, "503 from provider"),
+                kept(&running, 2, 4_985, "503 again"),
             ],
             now: Some(at(5)),
         })
@@ -122,12 +123,12 @@ pub async fn kept_failures_come_before_the_failure_that_carries_them(store: Arc<
                 failure_of(&again, failure(FailureClass::Transient, "503"), keep()),
             ],
             kept: vec![
-                kept(&retried, "first", 30),
-                kept(&dead, "first", 30),
-                kept(&exhausted, "first", 30),
-                kept(&retried, "second", 10),
-                kept(&exhausted, "second", 10),
-                kept(&again, "first", 10),
+                kept(&retried, 1, 4_970, "first"),
+                kept(&dead, 1, 4_970, "first"),
+                kept(&exhausted, 1, 4_970, "first"),
+                kept(&retried, 2, 4_990, "second"),
+                kept(&exhausted, 2, 4_990, "second"),
+                kept(&again, 1, 4_990, "first"),
             ],
             now: Some(at(5)),
         })
@@ -191,7 +192,7 @@ pub async fn kept_failures_of_a_lost_lease_are_not_written(store: Arc<dyn Store>
     let completed = store
         .job_complete(JobCompleteParams {
             leases: vec![stale],
-            kept: vec![kept(&running, "lost", 5)],
+            kept: vec![kept(&running, 1, 4_995, "lost")],
             now: Some(at(5)),
         })
         .await
@@ -205,7 +206,7 @@ pub async fn kept_failures_of_a_lost_lease_are_not_written(store: Arc<dyn Store>
                 action: FailAction::Retry { delay: secs(1) },
                 worker: None,
             }],
-            kept: vec![kept(&running, "lost", 5)],
+            kept: vec![kept(&running, 1, 4_995, "lost")],
             now: Some(at(5)),
         })
         .await
@@ -225,8 +226,8 @@ pub async fn kept_failures_past_the_history_limit_keep_the_newest(store: Arc<dyn
         .running(job("q", "k").with_max_attempts(100), t0())
         .await;
     let n = ErrorEntry::HISTORY_LIMIT + 5;
-    let many: Vec<KeptFailure> = (0..n)
-        .map(|i| kept(&running, &format!("failure {}", i + 1), 1_000))
+    let many: Vec<KeptFailure> = (1..=i32::try_from(n).unwrap())
+        .map(|i| kept(&running, i, 4_000, &format!("failure {i}")))
         .collect();
     store
         .job_fail(JobFailParams {
@@ -258,8 +259,9 @@ pub async fn kept_failures_past_the_history_limit_keep_the_newest(store: Arc<dyn
     );
 }
 
-/// A kept failure of a job that is not in the batch, or older than a year, is refused
-/// by name, and nothing of the batch is written.
+/// A kept failure of a job that is not in the batch, numbered below 1 or out of turn
+/// (a job's are consecutive), or at a time out of range, is refused by name, and
+/// nothing of the batch is written.
 pub async fn kept_failures_of_jobs_not_in_the_batch_are_refused(store: Arc<dyn Store>) {
     let stage = Stage::new(store.clone());
     let running = stage.running(job("q", "k"), t0()).await;
@@ -267,7 +269,7 @@ pub async fn kept_failures_of_jobs_not_in_the_batch_are_refused(store: Arc<dyn S
     let err = store
         .job_complete(JobCompleteParams {
             leases: vec![lease_of(&running)],
-            kept: vec![kept(&other, "not of this batch", 5)],
+            kept: vec![kept(&other, 1, 4_995, "not of this batch")],
             now: Some(at(5)),
         })
         .await
@@ -276,27 +278,96 @@ pub async fn kept_failures_of_jobs_not_in_the_batch_are_refused(store: Arc<dyn S
         matches!(&err, StoreError::Input(e) if e.field == "kept" && e.message.contains(&other.id.to_string())),
         "{err:?}"
     );
-    let mut old = kept(&running, "old", 0);
-    old.ago = KeptFailure::MAX_AGO + Duration::from_secs(1);
-    let err = store
-        .job_fail(JobFailParams {
-            failures: vec![failure_of(
-                &running,
-                failure(FailureClass::Transient, "503"),
-                FailAction::Retry { delay: secs(1) },
-            )],
-            kept: vec![old],
-            now: Some(at(5)),
-        })
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&err, StoreError::Input(e) if e.field == "kept"),
-        "{err:?}"
-    );
+    let mut out_of_range = kept(&running, 1, 4_995, "when?");
+    out_of_range.at = chrono::DateTime::<chrono::Utc>::MAX_UTC;
+    let refused = [
+        (vec![kept(&running, 0, 4_995, "zero")], "from 1"),
+        (
+            vec![
+                kept(&running, 1, 4_990, "one"),
+                kept(&running, 3, 4_995, "three"),
+            ],
+            "consecutive",
+        ),
+        (vec![out_of_range], "out of range"),
+    ];
+    for (kept, why) in refused {
+        let err = store
+            .job_fail(JobFailParams {
+                failures: vec![failure_of(
+                    &running,
+                    failure(FailureClass::Transient, "503"),
+                    FailAction::Retry { delay: secs(1) },
+                )],
+                kept,
+                now: Some(at(5)),
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Input(e) if e.field == "kept" && e.message.contains(why)),
+            "{why}: {err:?}"
+        );
+    }
     for job in [&running, &other] {
         let row = stage.get(job.id).await;
         assert_eq!((row.status, row.attempts), (JobState::Running, 1));
         assert!(row.errors.is_empty());
     }
+}
+
+/// Kept failures are fenced on the job's stored attempts as its result is on its
+/// lease: a completion or a failure whose kept failures do not start at the attempt
+/// the store counted is not written (a lost lease), and changes nothing of the job,
+/// while the rest of its batch is written.
+pub async fn kept_failures_not_numbered_from_the_stored_attempts_are_not_written(
+    store: Arc<dyn Store>,
+) {
+    let stage = Stage::new(store.clone());
+    let off = stage
+        .running(job("q", "k").with_max_attempts(5), t0())
+        .await;
+    let fine = stage
+        .running(job("q", "k").with_max_attempts(5), t0())
+        .await;
+    let completed = store
+        .job_complete(JobCompleteParams {
+            leases: vec![lease_of(&off), lease_of(&fine)],
+            kept: vec![
+                kept(&off, 2, 4_990, "numbered past the claim"),
+                kept(&fine, 1, 4_990, "numbered from the claim"),
+            ],
+            now: Some(at(5)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(completed, vec![Fenced::LeaseLost, Fenced::Applied]);
+    let failed = store
+        .job_fail(JobFailParams {
+            failures: vec![failure_of(
+                &off,
+                failure(FailureClass::Transient, "503"),
+                FailAction::Retry { delay: secs(1) },
+            )],
+            kept: vec![kept(&off, 2, 4_990, "numbered past the claim")],
+            now: Some(at(5)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(failed, vec![Fenced::LeaseLost]);
+    let row = stage.get(off.id).await;
+    assert_eq!((row.status, row.attempts), (JobState::Running, 1));
+    assert!(row.errors.is_empty());
+    let row = stage.get(fine.id).await;
+    assert_eq!((row.status, row.attempts), (JobState::Completed, 2));
+    assert_eq!(
+        row.errors,
+        vec![entry(
+            1,
+            4_990,
+            FailureClass::Transient,
+            "numbered from the claim"
+        )]
+    );
+    assert_eq!(failures_counted(&store, at(6)).await, 1);
 }
