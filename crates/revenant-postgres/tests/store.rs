@@ -1054,12 +1054,13 @@ async fn the_claim_and_the_writes_go_by_index_on_plans_made_on_a_new_table() {
     let mut conn = db.store.pool().acquire().await.unwrap();
     let [_, (claim_function, claim)] = claim_statements(&schema);
     let mut statements = vec![(claim_function, claim, CLAIM_TYPES, claim_args(1))];
+    let (kept, firsts) = kept_literals(5);
     for (function, statement, types, args) in write_statements(&schema) {
         let args = args
             .replace("{ids}", &ids)
             .replace("{tokens}", &ids)
-            .replace("{kept}", &kept_literals(5).0)
-            .replace("{firsts}", &kept_literals(5).1);
+            .replace("{kept}", &kept)
+            .replace("{firsts}", &firsts);
         statements.push((function, statement, types, args));
     }
     for (function, statement, types, args) in statements {
@@ -1113,12 +1114,13 @@ async fn the_batch_writes_find_their_jobs_by_primary_key() {
             .take(100)
             .collect(),
     );
+    let (kept, firsts) = kept_literals(100);
     for (name, statement, types, args) in write_statements(&schema) {
         let args = args
             .replace("{ids}", &ids)
             .replace("{tokens}", &tokens)
-            .replace("{kept}", &kept_literals(100).0)
-            .replace("{firsts}", &kept_literals(100).1);
+            .replace("{kept}", &kept)
+            .replace("{firsts}", &firsts);
         let plan = explain_prepared(&mut conn, GENERIC_PLAN, types, &statement, &args).await;
         let on_jobs: Vec<&String> = plan
             .iter()

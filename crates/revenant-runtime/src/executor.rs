@@ -80,15 +80,22 @@ use revenant_core::store::{
 /// where any worker may take them.
 pub(crate) const KEEP_MAX: Duration = Duration::from_millis(20);
 
+/// When the claim that leased a job was sent, and when its answer came.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Claimed {
+    /// The job's lease lasts at least from here.
+    pub(crate) sent: Instant,
+    /// A kept failure's time is counted from here ([`kept_at`]).
+    pub(crate) answered: Instant,
+}
+
 /// A job whose retry this worker keeps: running under its lease, its next attempt
 /// counted, due at `due`.
 pub(crate) struct Kept {
     pub(crate) job: ClaimedJob,
     pub(crate) due: Instant,
-    /// When the claim that leased it was sent: its lease lasts at least from here.
-    pub(crate) sent: Instant,
-    /// When that claim's answer came (see [`kept_at`]).
-    pub(crate) answered: Instant,
+    /// The claim that leased it.
+    pub(crate) claimed: Claimed,
     /// Counts the job as waiting in this worker until its fetcher takes it or it is
     /// released: shutdown waits for it ([`Shared::kept`]).
     pub(crate) waiting: TaskTrackerToken,
@@ -105,17 +112,15 @@ enum Ended {
     Shutdown,
 }
 
-/// Runs one attempt of `job` and writes its result. `claim_sent`, `answered`: when the
-/// claim that leased it was sent and when its answer came. `keep_until`: the worker
-/// may keep the job's retry if it comes due before then (see the module docs); the
-/// kept job is returned, for its fetcher to start again. `unwritten`: the failures of
-/// a kept job's earlier attempts, written with this attempt's result.
+/// Runs one attempt of `job`, leased by `claimed`, and writes its result. `keep_until`:
+/// the worker may keep the job's retry if it comes due before then (see the module
+/// docs); the kept job is returned, for its fetcher to start again. `unwritten`: the
+/// failures of a kept job's earlier attempts, written with this attempt's result.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn run(
     shared: Arc<Shared>,
     claim_lease: Duration,
-    claim_sent: Instant,
-    answered: Instant,
+    claimed: Claimed,
     mut job: ClaimedJob,
     mut slot: Slot,
     ticket: Option<Ticket>,
@@ -156,9 +161,9 @@ pub(crate) async fn run(
         }
     }
     // The lease lasts at least this long from when the call that set it was sent.
-    let mut held = (claim_lease, claim_sent);
+    let mut held = (claim_lease, claimed.sent);
     if shared.heartbeats
-        && Instant::now() >= claim_sent + claim_lease.saturating_sub(give_up_margin(claim_lease))
+        && Instant::now() >= claimed.sent + claim_lease.saturating_sub(give_up_margin(claim_lease))
     {
         // The claim was answered (or the job's turn came) only when its lease could have
         // run out (a partition held the answer back, a write waited long): run it only
@@ -399,7 +404,7 @@ pub(crate) async fn run(
         },
         Ended::Outcome(outcome) => {
             let (transition, settled, kept) = finish(
-                &shared, &job, lease, &policy, outcome, slot, keep_until, answered, unwritten,
+                &shared, &job, lease, &policy, outcome, slot, keep_until, claimed, unwritten,
                 &series,
             )
             .await;
@@ -414,8 +419,7 @@ pub(crate) async fn run(
                 return Some(Kept {
                     job,
                     due,
-                    sent: claim_sent,
-                    answered,
+                    claimed,
                     waiting,
                     unwritten,
                 });
@@ -725,7 +729,7 @@ async fn heartbeat(
 ///
 /// A retry due before `keep_until` and within [`KEEP_MAX`] is kept (see the module
 /// docs), and its failure not written but added to `unwritten` (numbered as the
-/// attempt, timed with [`kept_at`] from `answered`): then the third value
+/// attempt, timed with [`kept_at`] from the claim's answer): then the third value
 /// is when the next attempt is due, the token that counts the job as waiting in this
 /// worker, taken before the slot is given up, and the failures to write with the job's
 /// next result. Otherwise `unwritten` goes with this attempt's result: with a
@@ -740,7 +744,7 @@ async fn finish(
     outcome: Outcome,
     slot: Slot,
     keep_until: Option<Instant>,
-    answered: Instant,
+    claimed: Claimed,
     mut unwritten: Unwritten,
     series: &JobSeries,
 ) -> (
@@ -768,7 +772,7 @@ async fn finish(
     let written = match settlement.write().clone() {
         // Kept: nothing to write now, and the slot is free.
         SettleWrite::Fail(failure) if kept.is_some() => {
-            let at = kept_at(job, answered);
+            let at = kept_at(job, claimed.answered);
             unwritten.push(job.id, job.attempts, at, failure.failure, failure.worker);
             drop(slot);
             Ok(Settled::Applied)

@@ -76,7 +76,7 @@ use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::completer::{Ack, Unwritten};
-use crate::executor::{self, give_up_margin, Kept};
+use crate::executor::{self, give_up_margin, Claimed, Kept};
 use crate::gate::{self, Gate, Held};
 use crate::store_retry::retry;
 use crate::worker::{QueueConfig, Shared};
@@ -88,11 +88,8 @@ use revenant_core::store::{JobClaimParams, LeaseRef};
 /// A claimed job not started yet.
 struct Buffered {
     job: ClaimedJob,
-    /// When the claim that leased it was sent: its lease lasts at least from here.
-    sent: Instant,
-    /// When that claim's answer came: a kept failure's time is counted from here
-    /// (`executor::kept_at`).
-    answered: Instant,
+    /// The claim that leased it.
+    claimed: Claimed,
     /// Held while it is a suspect, waiting or running.
     suspect: Option<SuspectRunning>,
     /// A kept job's failed attempts, written with its next result.
@@ -217,7 +214,10 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
             buffer.push_front(job);
         }
         // Buffered jobs that waited their longest go back, unstarted.
-        let overdue = buffer.iter().take_while(|b| b.sent + hold <= now).count();
+        let overdue = buffer
+            .iter()
+            .take_while(|b| b.claimed.sent + hold <= now)
+            .count();
         if overdue > 0 {
             let jobs: Vec<Buffered> = buffer.drain(..overdue).collect();
             tracing::debug!(queue = %queue.name, jobs = jobs.len(), hold_ms = hold.as_millis() as u64, "claimed jobs waited too long for a slot: released");
@@ -229,7 +229,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
         // Held jobs that waited their longest go back too.
         let overdue = held
             .iter()
-            .take_while(|(b, _)| b.sent + hold <= now)
+            .take_while(|(b, _)| b.claimed.sent + hold <= now)
             .count();
         if overdue > 0 {
             let jobs = unhold(held_keys.as_mut(), held.drain(..overdue));
@@ -424,13 +424,12 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
                     let extra = jobs.split_off(asked);
                     release(&shared, fresh(extra), "released a job claimed beyond what was asked").await;
                 }
-                let answered = Instant::now();
+                let claimed = Claimed { sent, answered: Instant::now() };
                 for job in jobs {
                     let suspect = job.reclaimed.then(|| suspects.started());
                     buffer.push_back(Buffered {
                         job,
-                        sent,
-                        answered,
+                        claimed,
                         suspect,
                         unwritten: Unwritten::default(),
                     });
@@ -463,13 +462,12 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
                 // for each cost about 1,300 instructions of a failed attempt's 29,000
                 // (callgrind, W2's failing drain of 20,000 jobs).
                 let mut next = Some(back);
-                while let Some(Kept { job, due, sent, answered, waiting, unwritten }) = next {
+                while let Some(Kept { job, due, claimed, waiting, unwritten }) = next {
                     drop(waiting);
                     let at = kept.partition_point(|(d, _)| *d <= due);
                     let job = Buffered {
                         job,
-                        sent,
-                        answered,
+                        claimed,
                         suspect: None,
                         unwritten,
                     };
@@ -483,10 +481,10 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
             // branch above) before this branch is polled, and the end must still wake
             // the fetcher. A stale notification costs one extra claim at most.
             _ = suspects.ended.notified(), if wake.is_some() => wake = None,
-            _ = tokio::time::sleep_until(buffer.front().map_or(now, |b| b.sent + hold)), if !buffer.is_empty() => {}
+            _ = tokio::time::sleep_until(buffer.front().map_or(now, |b| b.claimed.sent + hold)), if !buffer.is_empty() => {}
             _ = tokio::time::sleep_until(claim_at.unwrap_or(now)), if claim_at.is_some() => {}
             _ = tokio::time::sleep_until(retry_at.unwrap_or(now)), if retry_at.is_some() => retry_at = None,
-            _ = tokio::time::sleep_until(held.front().map_or(now, |(b, _)| b.sent + hold)), if !held.is_empty() => {}
+            _ = tokio::time::sleep_until(held.front().map_or(now, |(b, _)| b.claimed.sent + hold)), if !held.is_empty() => {}
             _ = tokio::time::sleep_until(blocked.map_or(now, |(since, _)| since + shared.poll_interval)), if blocked.is_some() => {}
         }
     }
@@ -500,8 +498,10 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
         let now = Instant::now();
         buffer.extend(jobs.into_iter().map(|job| Buffered {
             job,
-            sent: now,
-            answered: now,
+            claimed: Claimed {
+                sent: now,
+                answered: now,
+            },
             suspect: None,
             unwritten: Unwritten::default(),
         }));
@@ -514,8 +514,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: QueueConfig, slots: Arc<Sema
     while let Ok(back) = kept_rx.try_recv() {
         buffer.push_back(Buffered {
             job: back.job,
-            sent: back.sent,
-            answered: back.answered,
+            claimed: back.claimed,
             suspect: None,
             unwritten: back.unwritten,
         });
@@ -635,8 +634,7 @@ async fn start(
             Gate::Run(ticket) => {
                 let Buffered {
                     job,
-                    sent,
-                    answered,
+                    claimed,
                     suspect: running,
                     unwritten,
                 } = buffered;
@@ -648,12 +646,11 @@ async fn start(
                 // pointer (the copies were a tenth of the runtime's CPU in a drain of
                 // no-op jobs). Its retry may be kept while the claim's buffer hold lasts
                 // (see crate::executor); the kept job comes back here.
-                let keep_until = keeping.map(|k| sent + k.hold);
+                let keep_until = keeping.map(|k| claimed.sent + k.hold);
                 let run = Box::pin(executor::run(
                     shared.clone(),
                     claim_lease,
-                    sent,
-                    answered,
+                    claimed,
                     job,
                     shared.completer.slot(permit),
                     ticket,
