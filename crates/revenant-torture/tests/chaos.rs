@@ -31,8 +31,8 @@ const SWEEP_MS: u64 = 1_000;
 
 /// When each job a killed process held was taken up again: its next claim's return, or
 /// (last attempt) the time its row was made dead. A claim whose result the store
-/// applied just before the kill (no ledger line yet, and the row ended at that
-/// attempt) was not held. Returns the delays (sorted) and the jobs never taken up.
+/// applied just before the kill (no ledger line yet, no claim since, and the row
+/// ended at that attempt or at a kept retry after it) was not held. Returns the delays (sorted) and the jobs never taken up.
 fn reclaim_delays(
     events: &[revenant_torture::ledger::Event],
     kills: &[(u32, i64)],
@@ -68,7 +68,10 @@ fn reclaim_delays(
                 .flatten()
                 .any(|(a, p, t, _)| *a > attempt || (*p != *pid && *t > *killed_at));
             let swept = row.dead_reason == Some(DeadReason::LeaseExpired);
-            if !later && !swept && row.status.is_terminal() && row.attempts == attempt {
+            // Finished under the held claim's lease: no one claimed it since, so the
+            // write was the victim's. Its attempts may exceed the claim's by the kept
+            // retries that write carried (their failures go with the job's next write).
+            if !later && !swept && row.status.is_terminal() && row.attempts >= attempt {
                 continue;
             }
             let retried = run_at_of.get(&(job, attempt + 1)).is_some_and(|next| {
