@@ -177,7 +177,7 @@ impl JobContext {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::handler::JobAction;
 

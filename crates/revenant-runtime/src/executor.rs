@@ -62,6 +62,7 @@ use crate::completer::{Ack, Slot, Unwritten};
 use crate::context::{JobContext, JobContextParts};
 use crate::gate::{Answer, Ticket};
 use crate::metrics::{AttemptOutcome, JobSeries};
+use crate::registry::Payload;
 use crate::settle::{self, SettleWrite, Settled, Settlement};
 use crate::store_retry::retry;
 use crate::worker::Shared;
@@ -208,7 +209,8 @@ pub(crate) async fn run(
         .as_ref()
         .and_then(|ticket| SlowTimer::start(&shared, ticket, job.id));
     // The handler takes the payload; nothing after it reads the job's copy, unless the
-    // job may be kept for its next attempt: then the handler gets a copy. (A kind whose
+    // job may be kept for its next attempt: then the handler's payload is decoded from
+    // the job's copy, which the job keeps ([`Payload`]). (A kind whose
     // lease is shorter than its queue's has set its own at its first beat, so the
     // claim's hold, counted from the queue's lease, would outlast it.)
     let keep_until = keep_until.filter(|_| {
@@ -219,9 +221,9 @@ pub(crate) async fn run(
             && may_keep(&policy, job.attempts)
     });
     let payload = if keep_until.is_some() {
-        job.payload.clone()
+        Payload::Borrowed(&job.payload)
     } else {
-        std::mem::take(&mut job.payload)
+        Payload::Owned(std::mem::take(&mut job.payload))
     };
     let alive = shared.alive.enter();
     let handler = shared.registry.dispatch(ctx, payload);
@@ -884,7 +886,7 @@ async fn write_unwritten(
 }
 
 /// The text of a panic payload (`panic!("...")` gives a `&str` or a `String`).
-fn panic_message(payload: Box<dyn Any + Send>) -> String {
+pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
     let text = if let Some(text) = payload.downcast_ref::<&str>() {
         (*text).to_string()
     } else if let Some(text) = payload.downcast_ref::<String>() {

@@ -1,6 +1,7 @@
 //! Kind → handler, type-erased: each entry decodes the JSON payload into its handler's
 //! own type and turns the handler's result into an [`Outcome`].
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -18,15 +19,28 @@ pub(crate) trait ErasedHandler: Send + Sync + 'static {
     /// not decode: the attempt then fails with `decode_error` without calling anyone).
     fn dependency(&self, payload: &serde_json::Value) -> Option<String>;
 
-    fn call(
-        self: Arc<Self>,
-        ctx: JobContext,
-        payload: serde_json::Value,
-    ) -> BoxFuture<'static, Outcome>;
+    /// Decodes the payload (here, before the future: the payload may be borrowed)
+    /// and returns the handler's future.
+    fn call(self: Arc<Self>, ctx: JobContext, payload: Payload<'_>) -> BoxFuture<'static, Outcome>;
 }
 
-fn decode<P: DeserializeOwned>(payload: serde_json::Value) -> Result<P, Outcome> {
-    serde_json::from_value(payload).map_err(|err| Outcome::DecodeError {
+/// A job's payload on its way to its handler: moved when the job is done with it,
+/// borrowed when the job keeps it for a retry the worker may keep (see
+/// crate::executor). Borrowed, the handler's type is decoded from the job's own copy;
+/// the executor once cloned the payload for such an attempt and the handler decoded
+/// the clone, two copies of the payload an attempt (a fifth of a no-op attempt's
+/// instructions in W2's drains, callgrind).
+pub(crate) enum Payload<'a> {
+    Owned(serde_json::Value),
+    Borrowed(&'a serde_json::Value),
+}
+
+fn decode<P: DeserializeOwned>(payload: Payload<'_>) -> Result<P, Outcome> {
+    match payload {
+        Payload::Owned(value) => serde_json::from_value(value),
+        Payload::Borrowed(value) => P::deserialize(value),
+    }
+    .map_err(|err| Outcome::DecodeError {
         message: format!("payload does not decode: {err}"),
     })
 }
@@ -46,21 +60,17 @@ impl<H: Handler> ErasedHandler for TraitHandler<H> {
         self.0.dependency(&payload)
     }
 
-    fn call(
-        self: Arc<Self>,
-        ctx: JobContext,
-        payload: serde_json::Value,
-    ) -> BoxFuture<'static, Outcome> {
-        async move {
-            match decode::<H::Payload>(payload) {
-                Err(outcome) => outcome,
-                Ok(payload) => match self.0.run(ctx, payload).await {
+    fn call(self: Arc<Self>, ctx: JobContext, payload: Payload<'_>) -> BoxFuture<'static, Outcome> {
+        match decode::<H::Payload>(payload) {
+            Err(outcome) => futures::future::ready(outcome).boxed(),
+            Ok(payload) => async move {
+                match self.0.run(ctx, payload).await {
                     Ok(()) => Outcome::Success,
                     Err(err) => err.into_outcome(),
-                },
+                }
             }
+            .boxed(),
         }
-        .boxed()
     }
 }
 
@@ -73,11 +83,7 @@ where
         None
     }
 
-    fn call(
-        self: Arc<Self>,
-        ctx: JobContext,
-        payload: serde_json::Value,
-    ) -> BoxFuture<'static, Outcome> {
+    fn call(self: Arc<Self>, ctx: JobContext, payload: Payload<'_>) -> BoxFuture<'static, Outcome> {
         match decode::<P>(payload) {
             Err(outcome) => futures::future::ready(outcome).boxed(),
             Ok(payload) => {
@@ -138,18 +144,132 @@ impl Registry {
 
     /// Runs one attempt: decode, call, classify. A kind with no handler is
     /// [`Outcome::UnknownKind`]; a payload that does not decode is
-    /// [`Outcome::DecodeError`]. Panics are not caught here: the executor runs this in
-    /// its own task and reads the panic from the join handle.
+    /// [`Outcome::DecodeError`]. The payload is decoded here, and a closure handler
+    /// builds its future here: a panic in either (a payload type's own `Deserialize`,
+    /// say) is caught here and is the attempt's [`Outcome::Panic`]. A panic in the
+    /// future itself the executor reads from the join handle of the task it runs in.
     pub(crate) fn dispatch(
         &self,
         ctx: JobContext,
-        payload: serde_json::Value,
+        payload: Payload<'_>,
     ) -> BoxFuture<'static, Outcome> {
-        match self.handlers.get(ctx.kind()) {
-            Some(handler) => handler.clone().call(ctx, payload),
-            None => {
-                let kind = ctx.kind().to_string();
-                futures::future::ready(Outcome::UnknownKind { kind }).boxed()
+        let Some(handler) = self.handlers.get(ctx.kind()) else {
+            let kind = ctx.kind().to_string();
+            return futures::future::ready(Outcome::UnknownKind { kind }).boxed();
+        };
+        let handler = handler.clone();
+        match std::panic::catch_unwind(AssertUnwindSafe(|| handler.call(ctx, payload))) {
+            Ok(future) => future,
+            Err(panic) => futures::future::ready(Outcome::Panic {
+                message: crate::executor::panic_message(panic),
+            })
+            .boxed(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::context::tests::context;
+    use crate::handler::JobError;
+
+    /// A payload type whose own `Deserialize` panics on one name.
+    struct Touchy(String);
+
+    impl<'de> Deserialize<'de> for Touchy {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            let name = String::deserialize(d)?;
+            assert!(name != "Zoë", "cannot render {name}");
+            Ok(Touchy(name))
+        }
+    }
+
+    struct Receipts;
+
+    #[async_trait::async_trait]
+    impl Handler for Receipts {
+        const KIND: &'static str = "send_receipt";
+        type Payload = Touchy;
+        async fn run(&self, _ctx: JobContext, payload: Touchy) -> Result<(), JobError> {
+            match payload.0.as_str() {
+                "" => Err(JobError::retry("no name")),
+                _ => Ok(()),
+            }
+        }
+    }
+
+    /// The same handler as a trait and as a closure (`context` is of kind
+    /// `send_receipt`).
+    fn registries() -> [Registry; 2] {
+        let mut by_trait = Registry::default();
+        assert!(by_trait.insert(Receipts));
+        let mut by_fn = Registry::default();
+        assert!(by_fn.insert_fn(
+            "send_receipt".to_string(),
+            |_ctx: JobContext, payload: Touchy| async move {
+                match payload.0.as_str() {
+                    "" => Err(JobError::retry("no name")),
+                    _ => Ok(()),
+                }
+            }
+        ));
+        [by_trait, by_fn]
+    }
+
+    async fn run(registry: &Registry, payload: Payload<'_>) -> Outcome {
+        registry
+            .dispatch(context(Duration::from_secs(30)), payload)
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_borrowed_payload_decodes_as_a_moved_one_and_stays_with_its_job() {
+        for registry in registries() {
+            let kept = json!("Ada");
+            assert!(matches!(
+                run(&registry, Payload::Borrowed(&kept)).await,
+                Outcome::Success
+            ));
+            assert_eq!(kept, json!("Ada"));
+            assert!(matches!(
+                run(&registry, Payload::Owned(kept)).await,
+                Outcome::Success
+            ));
+            let empty = json!("");
+            assert!(matches!(
+                run(&registry, Payload::Borrowed(&empty)).await,
+                Outcome::Retry { .. }
+            ));
+            for payload in [Payload::Borrowed(&json!(5)), Payload::Owned(json!(5))] {
+                match run(&registry, payload).await {
+                    Outcome::DecodeError { message } => {
+                        assert!(
+                            message.starts_with("payload does not decode: "),
+                            "{message}"
+                        )
+                    }
+                    other => panic!("a number for a name is {other:?}"),
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panic_while_decoding_is_the_attempts_panic() {
+        for registry in registries() {
+            let zoe = json!("Zoë");
+            for payload in [Payload::Borrowed(&zoe), Payload::Owned(zoe.clone())] {
+                match run(&registry, payload).await {
+                    Outcome::Panic { message } => {
+                        assert_eq!(message, "handler panicked: cannot render Zoë")
+                    }
+                    other => panic!("a panicking decode is {other:?}"),
+                }
             }
         }
     }
