@@ -1684,3 +1684,75 @@ async fn the_vacuum_asks_a_store_that_needs_none_once() {
         );
     }
 }
+
+/// A name whose own `Deserialize` panics on one name, as a payload type's custom
+/// decoding might on a producer's input.
+struct Touchy(String);
+
+impl<'de> serde::Deserialize<'de> for Touchy {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = <String as serde::Deserialize>::deserialize(d)?;
+        assert!(name != "Zoë", "cannot render {name}");
+        Ok(Touchy(name))
+    }
+}
+
+#[tokio::test]
+async fn a_payload_that_panics_as_it_decodes_is_a_panic_and_a_kept_retry_decodes_it_again() {
+    let store = Arc::new(FaultyStore::open().await);
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let names = seen.clone();
+    // Claiming ahead, with the policy's 10 ms backoff: a retry is kept, and its
+    // payload decoded from the job's own copy.
+    let (shutdown, task) = start(
+        builder(&store)
+            .claim_ahead(8)
+            .handler_fn("greet", move |ctx: JobContext, name: Touchy| {
+                names.lock().unwrap().push((name.0, ctx.attempt()));
+                async move {
+                    match ctx.attempt() {
+                        1 => Err(JobError::retry("mail server said 451")),
+                        _ => Ok(()),
+                    }
+                }
+            })
+            .build()
+            .unwrap(),
+    );
+    let zoe = enqueue(&store, "greet", json!("Zoë")).await;
+    let ada = enqueue(&store, "greet", json!("Ada")).await;
+    wait_until(&store, "both jobs to finish", all_terminal).await;
+    // The worker lives on past the panics.
+    let bo = enqueue(&store, "greet", json!("Bo")).await;
+    wait_until(&store, "the next job to finish", all_terminal).await;
+    shutdown.shutdown();
+    task.await.unwrap();
+
+    let jobs: HashMap<i64, Job> = store.all().await.into_iter().map(|j| (j.id, j)).collect();
+    let job = &jobs[&zoe];
+    assert_eq!(
+        (job.status, job.attempts, job.dead_reason),
+        (JobState::Dead, 3, Some(DeadReason::AttemptsExhausted)),
+        "{job:#?}"
+    );
+    assert!(
+        job.errors.len() == 3
+            && job.errors.iter().all(|e| e.class == FailureClass::Panic
+                && e.message == "handler panicked: cannot render Zoë"),
+        "{job:#?}"
+    );
+    for id in [ada, bo] {
+        let job = &jobs[&id];
+        assert_eq!(
+            (job.status, job.attempts),
+            (JobState::Completed, 2),
+            "{job:#?}"
+        );
+        assert_eq!(job.errors[0].message, "mail server said 451");
+    }
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [("Ada", 1), ("Ada", 2), ("Bo", 1), ("Bo", 2)].map(|(n, a)| (n.to_string(), a))
+    );
+}
