@@ -273,14 +273,19 @@ impl ErrorEntry {
 
     /// Cuts a message to [`ErrorEntry::MAX_MESSAGE_BYTES`].
     pub fn truncate_message(message: &str) -> String {
+        Self::truncated(message).into_owned()
+    }
+
+    /// [`ErrorEntry::truncate_message`], borrowing a message that fits (nearly all).
+    pub fn truncated(message: &str) -> std::borrow::Cow<'_, str> {
         if message.len() <= Self::MAX_MESSAGE_BYTES {
-            return message.to_string();
+            return std::borrow::Cow::Borrowed(message);
         }
         let mut end = Self::MAX_MESSAGE_BYTES;
         while !message.is_char_boundary(end) {
             end -= 1;
         }
-        format!("{}… [truncated]", &message[..end])
+        std::borrow::Cow::Owned(format!("{}… [truncated]", &message[..end]))
     }
 }
 

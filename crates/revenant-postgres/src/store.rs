@@ -715,12 +715,12 @@ fn pg_text(text: &str) -> String {
     text.replace('\0', "\u{FFFD}")
 }
 
-/// [`pg_text`], borrowing `text` when it holds no U+0000 (nearly always).
-fn pg_text_borrowed(text: &str) -> Cow<'_, str> {
+/// [`pg_text`], keeping `text` as it is when it holds no U+0000 (nearly always).
+fn pg_text_cow(text: Cow<'_, str>) -> Cow<'_, str> {
     if text.contains('\0') {
-        Cow::Owned(pg_text(text))
+        Cow::Owned(pg_text(&text))
     } else {
-        Cow::Borrowed(text)
+        text
     }
 }
 
@@ -875,20 +875,17 @@ struct KeptEntry<'a> {
 
 impl<'a> KeptEntry<'a> {
     fn of(failure: &'a KeptFailure) -> Self {
-        let message = &failure.failure.message;
-        let message = if message.len() <= ErrorEntry::MAX_MESSAGE_BYTES {
-            pg_text_borrowed(message)
-        } else {
-            Cow::Owned(pg_text(&ErrorEntry::truncate_message(message)))
-        };
         KeptEntry {
             attempt: failure.attempt,
             at: failure
                 .at
                 .to_rfc3339_opts(chrono::SecondsFormat::Millis, false),
             class: failure.failure.class.as_str(),
-            message,
-            worker: failure.worker.as_deref().map(pg_text_borrowed),
+            message: pg_text_cow(ErrorEntry::truncated(&failure.failure.message)),
+            worker: failure
+                .worker
+                .as_deref()
+                .map(|w| pg_text_cow(Cow::Borrowed(w))),
         }
     }
 }

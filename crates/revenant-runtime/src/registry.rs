@@ -170,7 +170,7 @@ impl Registry {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::time::Duration;
 
     use serde_json::json;
@@ -179,8 +179,9 @@ mod tests {
     use crate::context::tests::context;
     use crate::handler::JobError;
 
-    /// A payload type whose own `Deserialize` panics on one name.
-    struct Touchy(String);
+    /// A name whose own `Deserialize` panics on one name, as a payload type's custom
+    /// decoding might on a producer's input.
+    pub(crate) struct Touchy(pub(crate) String);
 
     impl<'de> Deserialize<'de> for Touchy {
         fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -1685,20 +1685,9 @@ async fn the_vacuum_asks_a_store_that_needs_none_once() {
     }
 }
 
-/// A name whose own `Deserialize` panics on one name, as a payload type's custom
-/// decoding might on a producer's input.
-struct Touchy(String);
-
-impl<'de> serde::Deserialize<'de> for Touchy {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let name = <String as serde::Deserialize>::deserialize(d)?;
-        assert!(name != "Zoë", "cannot render {name}");
-        Ok(Touchy(name))
-    }
-}
-
 #[tokio::test]
 async fn a_payload_that_panics_as_it_decodes_is_a_panic_and_a_kept_retry_decodes_it_again() {
+    use crate::registry::tests::Touchy;
     let store = Arc::new(FaultyStore::open().await);
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let names = seen.clone();

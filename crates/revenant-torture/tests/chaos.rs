@@ -32,7 +32,8 @@ const SWEEP_MS: u64 = 1_000;
 /// When each job a killed process held was taken up again: its next claim's return, or
 /// (last attempt) the time its row was made dead. A claim whose result the store
 /// applied just before the kill (no ledger line yet, no claim since, and the row
-/// ended at that attempt or at a kept retry after it) was not held. Returns the delays (sorted) and the jobs never taken up.
+/// ended at that attempt or at a kept retry after it) was not held. Returns the delays
+/// (sorted) and the jobs never taken up.
 fn reclaim_delays(
     events: &[revenant_torture::ledger::Event],
     kills: &[(u32, i64)],
