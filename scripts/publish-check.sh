@@ -27,4 +27,19 @@ case "${1:-}" in
   *) echo "usage: $0 [--no-verify]" >&2; exit 2 ;;
 esac
 
+# cargo unpacks the packages of its temporary registry (target/package/tmp-registry)
+# into the cargo home, in a directory named for that registry's path, and builds from
+# an unpacked copy it finds there without unpacking again: a second check from a clone
+# at the same path built the first one's sources (a function added to revenant-core
+# was missing from the revenant-postgres verify build). Such a directory holds nothing
+# but this workspace's crates; it is removed first. The registry's own directories
+# (crates.io's) hold other crates and are left alone.
+home="${CARGO_HOME:-$HOME/.cargo}"
+for unpacked in "$home"/registry/src/*/; do
+  [ -d "$unpacked" ] || continue
+  if [ -z "$(find "$unpacked" -mindepth 1 -maxdepth 1 ! -name 'revenant-*' -print -quit)" ]; then
+    rm -rf "$unpacked"
+  fi
+done
+
 cargo publish --workspace --dry-run --allow-dirty --locked "${verify[@]}"
