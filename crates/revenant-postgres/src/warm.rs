@@ -18,6 +18,20 @@
 //! (revenant-runtime's `nudge`), and the same drain without the task, 5 pairs
 //! alternated with the build that had it: 62,244 jobs/s against 59,539 (medians).
 //!
+//! **Each statement where it ran before.** Of the kept connections, a statement takes
+//! the one put back last among those that have run it, and the one put back last only
+//! when none has. A worker's statements come in pairs and threes at once (a claim
+//! beside a batch's completions and its failures), so taking the top one sent each
+//! statement to each kept connection in turn, and a statement's first run on a
+//! connection costs more than the next ones: sqlx prepares it there, and the server
+//! process plans the function it calls (the first call of job_fail_v3 on a connection
+//! took 7.5 ms, the next ones 0.3 to 0.4; by hand). In W2's failing drain on
+//! PostgreSQL (50,000 jobs, 30% of attempts failing, by hand) the failures' writes took
+//! 50 ms of statement time in all instead of 77 (`pg_stat_statements`, one run each),
+//! and in 7 pairs alternated the drain ran at 54,463 jobs/s against 53,125 (medians;
+//! 51,892 to 57,057 against 52,959 to 53,936), the clean drain at 70,467 against
+//! 69,695, within its noise.
+//!
 //! Used for the statements a worker sends over and over (the claims, the batch writes,
 //! the heartbeats); everything else takes its connection from the pool as before. A
 //! connection goes back to the pool, which pings it or closes it, instead of staying
@@ -41,7 +55,7 @@ use std::time::Duration;
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
-use sqlx::{PgConnection, PgPool, Postgres};
+use sqlx::{Execute, PgConnection, PgPool, Postgres};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -72,12 +86,37 @@ struct Kept {
     taken: Instant,
     /// When it was last put back here.
     back: Instant,
+    /// The statements it has run ([`Ran`]).
+    ran: Ran,
+}
+
+/// The statements a connection has run, each by the address of its text: a store's
+/// statements are rendered once and live as long as the store, so an address names
+/// one statement (a text at an address reused would only mislead the choice of a
+/// connection, never what runs on it). A connection that has run a statement has it prepared, and the
+/// server process has planned what it calls (its functions' plans are kept per
+/// process: a first call of job_fail_v3 took 7.5 ms, the next ones 0.3 to 0.4, by
+/// hand).
+#[derive(Default, Clone)]
+struct Ran(Vec<usize>);
+
+impl Ran {
+    fn has(&self, sql: &str) -> bool {
+        self.0.contains(&(sql.as_ptr() as usize))
+    }
+
+    fn add(&mut self, sql: &str) {
+        if !self.has(sql) {
+            self.0.push(sql.as_ptr() as usize);
+        }
+    }
 }
 
 /// A connection lent by [`Warm`]: back to it when dropped, if its statement answered.
 struct Lent<'a> {
     conn: Option<PoolConnection<Postgres>>,
     taken: Instant,
+    ran: Ran,
     answered: bool,
     warm: &'a Warm,
 }
@@ -117,9 +156,11 @@ impl Warm {
         &self,
         query: Query<'_, Postgres, PgArguments>,
     ) -> Result<PgRow, sqlx::Error> {
-        let mut lent = self.lend().await?;
+        let sql = query.sql();
+        let mut lent = self.lend(sql).await?;
         let row = query.fetch_one(lent.conn()).await?;
         lent.answered = true;
+        lent.ran.add(sql);
         Ok(row)
     }
 
@@ -128,9 +169,11 @@ impl Warm {
         &self,
         query: Query<'_, Postgres, PgArguments>,
     ) -> Result<Option<PgRow>, sqlx::Error> {
-        let mut lent = self.lend().await?;
+        let sql = query.sql();
+        let mut lent = self.lend(sql).await?;
         let row = query.fetch_optional(lent.conn()).await?;
         lent.answered = true;
+        lent.ran.add(sql);
         Ok(row)
     }
 
@@ -139,9 +182,11 @@ impl Warm {
         &self,
         query: Query<'_, Postgres, PgArguments>,
     ) -> Result<Vec<PgRow>, sqlx::Error> {
-        let mut lent = self.lend().await?;
+        let sql = query.sql();
+        let mut lent = self.lend(sql).await?;
         let rows = query.fetch_all(lent.conn()).await?;
         lent.answered = true;
+        lent.ran.add(sql);
         Ok(rows)
     }
 
@@ -151,8 +196,9 @@ impl Warm {
         lock(&self.kept).len()
     }
 
-    /// The connection put back last, or one from the pool.
-    async fn lend(&self) -> Result<Lent<'_>, sqlx::Error> {
+    /// The connection put back last of those that have run `sql`, else the one put
+    /// back last, else one from the pool.
+    async fn lend(&self, sql: &str) -> Result<Lent<'_>, sqlx::Error> {
         let now = Instant::now();
         let (kept, stale) = {
             let mut kept = lock(&self.kept);
@@ -162,24 +208,30 @@ impl Warm {
             } else {
                 Vec::new()
             };
-            (kept.pop(), stale)
+            let at = kept.iter().rposition(|k| k.ran.has(sql));
+            let lent = match at {
+                Some(at) => Some(kept.remove(at)),
+                None => kept.pop(),
+            };
+            (lent, stale)
         };
         // Back to the pool, outside the lock.
         drop(stale);
-        let (conn, taken) = match kept {
-            Some(kept) => (kept.conn, kept.taken),
-            None => (self.pool.acquire().await?, now),
+        let (conn, taken, ran) = match kept {
+            Some(kept) => (kept.conn, kept.taken, kept.ran),
+            None => (self.pool.acquire().await?, now, Ran::default()),
         };
         Ok(Lent {
             conn: Some(conn),
             taken,
+            ran,
             answered: false,
             warm: self,
         })
     }
 
     /// Keeps `conn` if it may be kept; else it goes back to the pool.
-    fn put_back(&self, conn: PoolConnection<Postgres>, taken: Instant) {
+    fn put_back(&self, conn: PoolConnection<Postgres>, taken: Instant, ran: Ran) {
         let now = Instant::now();
         if self.lifetime.is_some_and(|life| now - taken >= life) {
             return;
@@ -194,6 +246,7 @@ impl Warm {
                     conn,
                     taken,
                     back: now,
+                    ran,
                 });
                 None
             } else {
@@ -222,7 +275,8 @@ impl Drop for Lent<'_> {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
             if self.answered {
-                self.warm.put_back(conn, self.taken);
+                self.warm
+                    .put_back(conn, self.taken, std::mem::take(&mut self.ran));
             }
             // Otherwise dropped here: sqlx's pool pings it before taking it back.
         }
@@ -318,6 +372,36 @@ mod tests {
         );
         // The pool's own connections still answer (the dropped one once its sleep ends).
         backend(&warm).await;
+    }
+
+    /// Two statements that ran at once, each on a connection of its own, go on running
+    /// each on its own when they come one after the other: the connection put back
+    /// last is not the one the next statement takes if another has run it before. A
+    /// statement neither has run takes the one put back last.
+    #[tokio::test]
+    async fn a_statement_runs_on_a_connection_that_ran_it_before() {
+        static CLAIM: &str = "SELECT pg_backend_pid() AS claim, pg_sleep(0.05)::text";
+        static WRITE: &str = "SELECT pg_backend_pid() AS write";
+        static OTHER: &str = "SELECT pg_backend_pid() AS other";
+        let Some(pool) = pool(4).await else { return };
+        let warm = Warm::new(pool.clone());
+        let pid = |row: PgRow| row.get::<i32, _>(0);
+        let (claim, write) = tokio::join!(
+            warm.fetch_one(sqlx::query(CLAIM)),
+            warm.fetch_one(sqlx::query(WRITE)),
+        );
+        let (claim, write) = (pid(claim.unwrap()), pid(write.unwrap()));
+        assert_ne!(claim, write, "at once, on two connections");
+        assert_eq!(warm.kept(), 2);
+        for _ in 0..3 {
+            let row = warm.fetch_one(sqlx::query(CLAIM)).await.unwrap();
+            assert_eq!(pid(row), claim);
+            let row = warm.fetch_one(sqlx::query(WRITE)).await.unwrap();
+            assert_eq!(pid(row), write);
+        }
+        let row = warm.fetch_one(sqlx::query(OTHER)).await.unwrap();
+        assert_eq!(pid(row), write, "the connection put back last");
+        assert_eq!(pool.size(), 2, "no other connection was opened");
     }
 
     /// Closing the pool does not wait for the kept connections: they go back to it.
