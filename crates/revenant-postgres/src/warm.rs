@@ -97,7 +97,7 @@ struct Kept {
 /// server process has planned what it calls (its functions' plans are kept per
 /// process: a first call of job_fail_v3 took 7.5 ms, the next ones 0.3 to 0.4, by
 /// hand).
-#[derive(Default, Clone)]
+#[derive(Default)]
 struct Ran(Vec<usize>);
 
 impl Ran {
@@ -159,8 +159,7 @@ impl Warm {
         let sql = query.sql();
         let mut lent = self.lend(sql).await?;
         let row = query.fetch_one(lent.conn()).await?;
-        lent.answered = true;
-        lent.ran.add(sql);
+        lent.answered(sql);
         Ok(row)
     }
 
@@ -172,8 +171,7 @@ impl Warm {
         let sql = query.sql();
         let mut lent = self.lend(sql).await?;
         let row = query.fetch_optional(lent.conn()).await?;
-        lent.answered = true;
-        lent.ran.add(sql);
+        lent.answered(sql);
         Ok(row)
     }
 
@@ -185,8 +183,7 @@ impl Warm {
         let sql = query.sql();
         let mut lent = self.lend(sql).await?;
         let rows = query.fetch_all(lent.conn()).await?;
-        lent.answered = true;
-        lent.ran.add(sql);
+        lent.answered(sql);
         Ok(rows)
     }
 
@@ -268,6 +265,12 @@ fn lock(kept: &Mutex<Vec<Kept>>) -> std::sync::MutexGuard<'_, Vec<Kept>> {
 impl Lent<'_> {
     fn conn(&mut self) -> &mut PgConnection {
         self.conn.as_mut().expect("a lent connection until dropped")
+    }
+
+    /// `sql` answered on this connection: it is kept, and has run `sql`.
+    fn answered(&mut self, sql: &str) {
+        self.answered = true;
+        self.ran.add(sql);
     }
 }
 

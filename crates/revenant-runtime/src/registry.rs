@@ -179,7 +179,7 @@ pub(crate) mod tests {
     use crate::context::tests::context;
     use crate::handler::JobError;
 
-    /// A name whose own `Deserialize` panics on one name, as a payload type's custom
+    /// A payload type whose own `Deserialize` panics on one name, as custom
     /// decoding might on a producer's input.
     pub(crate) struct Touchy(pub(crate) String);
 
