@@ -13,8 +13,13 @@
 //!    (the pickup latency), by the `--window-seconds` window it was enqueued in. At
 //!    each window's end the task samples the jobs table: its size, its indexes' size,
 //!    live and dead tuples and autovacuum runs (PostgreSQL), file and free pages
-//!    (SQLite). Completed jobs are kept (the runtime's retention is 24 h), so the
-//!    table grows by every job of the load.
+//!    (SQLite); and what else the machine did in the window: the server's checkpoints
+//!    (PostgreSQL), and how busy the machine's CPUs were and how long they waited on
+//!    I/O (Linux's `/proc/stat`; the whole machine, the server and the harness
+//!    included). A window whose pickup stalls with the CPUs idle is waiting on
+//!    something else than work (the disk, a lock): these say which. Completed jobs are
+//!    kept (the runtime's retention is 24 h), so the table grows by every job of the
+//!    load.
 //!
 //! With `--hold-snapshot-seconds`, a transaction of the harness's takes a snapshot a
 //! third of the way into the load and holds it that long (BENCHMARKS.md's "one
@@ -76,12 +81,52 @@ impl Windows {
     }
 }
 
-/// The jobs table's size and health, sampled on the harness's own connection.
-struct Tables(Conn);
+/// The jobs table's size and health, sampled on the harness's own connection, with
+/// the machine's CPU time since the previous sample.
+struct Tables {
+    conn: Conn,
+    cpu: Mutex<Option<CpuTimes>>,
+}
 
 impl Tables {
+    fn new(conn: Conn) -> Tables {
+        Tables {
+            conn,
+            cpu: Mutex::new(CpuTimes::read()),
+        }
+    }
+
     async fn sample(&self) -> Result<serde_json::Value, Error> {
-        match &self.0 {
+        let table = self.table().await?;
+        let now = CpuTimes::read();
+        let before = match self.cpu.lock() {
+            Ok(mut cpu) => std::mem::replace(&mut *cpu, now),
+            Err(_) => None,
+        };
+        let Some((busy, iowait)) = now.zip(before).and_then(|(now, before)| now.since(before))
+        else {
+            return Ok(table);
+        };
+        let cpu = json!({ "cpu_busy_pct": busy, "cpu_iowait_pct": iowait });
+        Ok(protocol::merge(table, cpu))
+    }
+
+    /// The server's checkpoints so far, timed and requested (PostgreSQL 17 moved them
+    /// from `pg_stat_bgwriter` to `pg_stat_checkpointer`); `None` when neither answers.
+    async fn checkpoints(pool: &sqlx::PgPool) -> Option<i64> {
+        for query in [
+            "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter",
+            "SELECT num_timed + num_requested FROM pg_stat_checkpointer",
+        ] {
+            if let Ok(n) = sqlx::query_scalar::<_, i64>(query).fetch_one(pool).await {
+                return Some(n);
+            }
+        }
+        None
+    }
+
+    async fn table(&self) -> Result<serde_json::Value, Error> {
+        match &self.conn {
             Conn::Pg(pool) => {
                 let row: (i64, i64, i64, i64, i64, i64, i64, i64) = sqlx::query_as(
                     "SELECT pg_relation_size(s.relid), pg_indexes_size(s.relid),
@@ -102,6 +147,7 @@ impl Tables {
                     "autoanalyzes": row.6,
                     // The passes revenant's maintenance ran (`job_vacuum`).
                     "vacuums": row.7,
+                    "checkpoints": Self::checkpoints(pool).await,
                 }))
             }
             Conn::Sqlite(pool) => {
@@ -114,6 +160,47 @@ impl Tables {
                 Ok(json!({ "file_bytes": row.0, "free_bytes": row.1 }))
             }
         }
+    }
+}
+
+/// The machine's CPU time so far (Linux's `/proc/stat`, in clock ticks): in all, and
+/// idle or waiting on I/O.
+#[derive(Debug, Clone, Copy)]
+struct CpuTimes {
+    total: u64,
+    idle: u64,
+    iowait: u64,
+}
+
+impl CpuTimes {
+    /// `None` where there is no `/proc/stat`.
+    fn read() -> Option<CpuTimes> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        // cpu user nice system idle iowait irq softirq steal (guest time is counted in
+        // user and nice already).
+        let ticks: Vec<u64> = stat
+            .lines()
+            .next()?
+            .split_whitespace()
+            .skip(1)
+            .take(8)
+            .map(|t| t.parse().ok())
+            .collect::<Option<_>>()?;
+        Some(CpuTimes {
+            total: ticks.iter().sum(),
+            idle: *ticks.get(3)?,
+            iowait: *ticks.get(4)?,
+        })
+    }
+
+    /// The shares (%) of the CPU time since `before` that were busy and that waited
+    /// on I/O; `None` when no tick passed.
+    fn since(self, before: CpuTimes) -> Option<(f64, f64)> {
+        let total = self.total.checked_sub(before.total).filter(|&t| t > 0)? as f64;
+        let idle = self.idle.saturating_sub(before.idle) as f64;
+        let iowait = self.iowait.saturating_sub(before.iowait) as f64;
+        let pct = |ticks: f64| (1000.0 * ticks / total).round() / 10.0;
+        Some((pct(total - idle - iowait), pct(iowait)))
     }
 }
 
@@ -211,7 +298,7 @@ pub async fn scale(args: &Args) -> Result<serde_json::Value, Error> {
     // for the worker's.
     let producer = driver::connect(args).await?;
     let counter = Counter::open(&args.url).await?;
-    let tables = Tables(crate::ceiling::connect(&args.url).await?);
+    let tables = Tables::new(crate::ceiling::connect(&args.url).await?);
     let deadline = args.deadline();
     let scheduled = args.scheduled.unwrap_or(args.jobs);
     // Progress until the load: every job enqueued, then every due one run.
@@ -480,4 +567,38 @@ pub async fn scale(args: &Args) -> Result<serde_json::Value, Error> {
             "scheduled_ahead_days": SCHEDULED_AHEAD.as_secs() / 86_400,
         })),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CpuTimes;
+
+    fn times(total: u64, idle: u64, iowait: u64) -> CpuTimes {
+        CpuTimes {
+            total,
+            idle,
+            iowait,
+        }
+    }
+
+    #[test]
+    fn a_window_s_cpu_shares_count_only_its_own_ticks() {
+        // 200 ticks in the window: 50 idle, 30 waiting on I/O, the rest busy.
+        let shares = times(1_200, 450, 130).since(times(1_000, 400, 100));
+        assert_eq!(shares, Some((60.0, 15.0)));
+    }
+
+    #[test]
+    fn no_tick_or_a_counter_gone_back_gives_no_shares() {
+        assert_eq!(times(1_000, 400, 100).since(times(1_000, 400, 100)), None);
+        assert_eq!(times(900, 400, 100).since(times(1_000, 400, 100)), None);
+    }
+
+    #[test]
+    fn this_machine_s_cpu_times_read_where_there_is_a_proc_stat() {
+        if std::path::Path::new("/proc/stat").exists() {
+            let cpu = CpuTimes::read().expect("/proc/stat's first line");
+            assert!(cpu.total >= cpu.idle + cpu.iowait, "{cpu:?}");
+        }
+    }
 }
