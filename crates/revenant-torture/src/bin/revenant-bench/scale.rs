@@ -85,24 +85,22 @@ impl Windows {
 /// the machine's CPU time since the previous sample.
 struct Tables {
     conn: Conn,
-    cpu: Mutex<Option<CpuTimes>>,
+    /// The CPU time at the previous sample.
+    cpu: Option<CpuTimes>,
 }
 
 impl Tables {
     fn new(conn: Conn) -> Tables {
         Tables {
             conn,
-            cpu: Mutex::new(CpuTimes::read()),
+            cpu: CpuTimes::read(),
         }
     }
 
-    async fn sample(&self) -> Result<serde_json::Value, Error> {
+    async fn sample(&mut self) -> Result<serde_json::Value, Error> {
         let table = self.table().await?;
         let now = CpuTimes::read();
-        let before = match self.cpu.lock() {
-            Ok(mut cpu) => std::mem::replace(&mut *cpu, now),
-            Err(_) => None,
-        };
+        let before = std::mem::replace(&mut self.cpu, now);
         let Some((busy, iowait)) = now.zip(before).and_then(|(now, before)| now.since(before))
         else {
             return Ok(table);
@@ -298,7 +296,7 @@ pub async fn scale(args: &Args) -> Result<serde_json::Value, Error> {
     // for the worker's.
     let producer = driver::connect(args).await?;
     let counter = Counter::open(&args.url).await?;
-    let tables = Tables::new(crate::ceiling::connect(&args.url).await?);
+    let mut tables = Tables::new(crate::ceiling::connect(&args.url).await?);
     let deadline = args.deadline();
     let scheduled = args.scheduled.unwrap_or(args.jobs);
     // Progress until the load: every job enqueued, then every due one run.
